@@ -1,0 +1,275 @@
+/*
+ * libopenreg: the runtime of the emulated OpenReg accelerator.
+ *
+ * A C API in the shape of the CUDA runtime. Every entry point returns an orError_t; none throws,
+ * none aborts on bad input. The header compiles as C99 and as C++.
+ *
+ * Model (docs/runtime.md has the whole design):
+ *  - Devices 0..N-1 (OPENREG_DEVICE_COUNT, default 2). The current device is per host thread and
+ *    starts at 0.
+ *  - Device memory lives in a per-device address range that the host cannot touch: a host
+ *    dereference of a pointer from orMalloc faults and the runtime reports it before the process
+ *    dies. Work running on a stream reaches that memory through orGetKernelPointer.
+ *  - A stream is an in-order queue of tasks executed asynchronously by the device's workers.
+ *    The NULL stream (0) names the current device's default stream.
+ *  - Events mark a point in a stream; they can be queried, waited on by the host or by another
+ *    stream (of any device), and timed.
+ *
+ * Threading: every function may be called from several host threads at once unless its comment
+ * says otherwise. Handles are not reference counted: destroying a handle while another thread
+ * still uses it is a caller error, detected (orErrorInvalidResourceHandle) only when the destroy
+ * happens-before the use.
+ *
+ * Functions that must not be called from inside a task (a function running on a stream): every
+ * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
+ * orMemset, orFree, orFreeHost). As in CUDA, a task calling them may deadlock its own stream.
+ */
+#ifndef OPENREG_RUNTIME_H
+#define OPENREG_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(OPENREG_RUNTIME_BUILDING)
+#define OPENREG_RUNTIME_API __attribute__((visibility("default")))
+#else
+#define OPENREG_RUNTIME_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OPENREG_RUNTIME_VERSION 1000 /* major * 1000 + minor */
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum orError {
+  orSuccess = 0,                     /* the call did what it says */
+  orErrorNotReady = 1,               /* a query: the work is still pending (not a failure) */
+  orErrorMemoryAllocation = 2,       /* device capacity or host memory exhausted; nothing leaked */
+  orErrorInvalidValue = 3,           /* a null out-pointer, a bad flag, a bad size or range */
+  orErrorInvalidDevice = 4,          /* a device index outside 0..count-1 */
+  orErrorInvalidResourceHandle = 5,  /* a stream or event handle that is not (or no longer) live,
+                                        or used on the wrong device */
+  orErrorInvalidDevicePointer = 6,   /* not the start of a live allocation, or not device memory */
+  orErrorInvalidMemcpyDirection = 7, /* the pointers do not match the orMemcpyKind given */
+  orErrorInitializationError = 8,    /* bad configuration, or use in a child forked after init */
+  orErrorLaunchFailure = 9,          /* a task failed; orGetLastErrorMessage says which and why */
+  orErrorNotPermitted = 10,          /* e.g. destroying a default stream */
+} orError_t;
+
+/* A static string naming the code ("orErrorInvalidValue"); unknown codes give
+ * "orErrorUnknownCode". Never NULL. */
+OPENREG_RUNTIME_API const char* orGetErrorName(orError_t error);
+
+/* A static English description of the code. Never NULL. */
+OPENREG_RUNTIME_API const char* orGetErrorString(orError_t error);
+
+/* The detailed message of the last failing call on this host thread (which device, which
+ * allocation, which task, what to do), or "" when there is none. The pointer stays valid until
+ * the next runtime call on this thread. Calling it does not clear the message. */
+OPENREG_RUNTIME_API const char* orGetLastErrorMessage(void);
+
+/* [out] version: OPENREG_RUNTIME_VERSION of the library. orErrorInvalidValue if NULL. */
+OPENREG_RUNTIME_API orError_t orRuntimeGetVersion(int* version);
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct orDeviceProp {
+  char name[64];          /* "OpenReg Emulated Device" */
+  size_t totalGlobalMem;  /* capacity in bytes (OPENREG_DEVICE_MEMORY) */
+  int workerCount;        /* threads executing this device's streams (OPENREG_STREAM_WORKERS) */
+  size_t memoryAlignment; /* alignment of every orMalloc result, in bytes */
+  int major;              /* emulated compute capability */
+  int minor;
+} orDeviceProp;
+
+/* [out] count: number of devices. Never fails once initialised; orErrorInitializationError if
+ * the configuration is invalid (orGetLastErrorMessage names the variable). */
+OPENREG_RUNTIME_API orError_t orGetDeviceCount(int* count);
+
+/* Makes `device` current for the calling thread. orErrorInvalidDevice if out of range. */
+OPENREG_RUNTIME_API orError_t orSetDevice(int device);
+
+/* [out] device: the calling thread's current device. */
+OPENREG_RUNTIME_API orError_t orGetDevice(int* device);
+
+/* [out] prop: the properties of `device`. orErrorInvalidDevice, orErrorInvalidValue (NULL). */
+OPENREG_RUNTIME_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
+
+/* Blocks until every task on every stream of the current device has completed. Returns
+ * orErrorLaunchFailure if one of them failed since the last synchronizing call that reported it. */
+OPENREG_RUNTIME_API orError_t orDeviceSynchronize(void);
+
+/* [out] free, total: bytes not held by live allocations, and the capacity, of the current device.
+ * `free` may be split into several ranges. */
+OPENREG_RUNTIME_API orError_t orMemGetInfo(size_t* free, size_t* total);
+
+/* [out] leastPriority, greatestPriority: the stream priority range, CUDA's convention: a lower
+ * number is a higher priority. Either pointer may be NULL. */
+OPENREG_RUNTIME_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority,
+                                                             int* greatestPriority);
+
+/* ---------------------------------------------------------------------------------------------
+ * Streams and events (handles are opaque; 0 is the current device's default stream)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct orStream_st* orStream_t;
+typedef struct orEvent_st* orEvent_t;
+
+/* [out] stream: a new stream on the current device, priority 0 (the lowest). */
+OPENREG_RUNTIME_API orError_t orStreamCreate(orStream_t* stream);
+
+/* [out] stream; priority is clamped into the range of orDeviceGetStreamPriorityRange. Ready
+ * high-priority streams are served by the device's workers before ready low-priority ones. */
+OPENREG_RUNTIME_API orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags,
+                                                         int priority);
+
+/* [out] priority of `stream`. */
+OPENREG_RUNTIME_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
+
+/* [out] stream: the handle of `device`'s default stream (the stream that 0 names while `device`
+ * is current). Default streams cannot be destroyed. */
+OPENREG_RUNTIME_API orError_t orDeviceGetDefaultStream(int device, orStream_t* stream);
+
+/* [out] device owning `stream`. */
+OPENREG_RUNTIME_API orError_t orStreamGetDevice(orStream_t stream, int* device);
+
+/* Releases `stream`. Returns at once; work already queued still runs to completion, after which
+ * the stream's resources are freed. orErrorNotPermitted for a default stream. */
+OPENREG_RUNTIME_API orError_t orStreamDestroy(orStream_t stream);
+
+/* orSuccess if every task queued on `stream` has completed (a dequeued task still running counts
+ * as pending), orErrorNotReady otherwise; orErrorLaunchFailure if a task failed. */
+OPENREG_RUNTIME_API orError_t orStreamQuery(orStream_t stream);
+
+/* Blocks until every task queued on `stream` before the call has completed. */
+OPENREG_RUNTIME_API orError_t orStreamSynchronize(orStream_t stream);
+
+/* Makes all future work on `stream` wait until the work captured by the most recent
+ * orEventRecord of `event` has completed. `event` may belong to another device. The wait happens
+ * on the device: the host returns at once and no worker blocks. Waiting on an event never
+ * recorded is a no-op. flags must be 0. */
+OPENREG_RUNTIME_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event,
+                                                unsigned int flags);
+
+/* The kernel launch: enqueues fn(arg) on `stream` and returns at once. fn runs on a device worker
+ * thread, after all earlier work on the stream. fn must not call synchronizing runtime functions.
+ * With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run. */
+OPENREG_RUNTIME_API orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg);
+
+enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
+
+/* [out] event: a timing event of the current device. */
+OPENREG_RUNTIME_API orError_t orEventCreate(orEvent_t* event);
+
+/* [out] event; flags is orEventDefault or orEventDisableTiming, anything else is
+ * orErrorInvalidValue. */
+OPENREG_RUNTIME_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
+
+/* Captures the work queued on `stream` so far. Re-recording replaces what later queries and waits
+ * refer to; waits already issued keep referring to the record they saw. The stream must belong to
+ * the event's device (orErrorInvalidResourceHandle otherwise). */
+OPENREG_RUNTIME_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
+
+/* orSuccess if the most recent record has completed (or the event was never recorded),
+ * orErrorNotReady otherwise. */
+OPENREG_RUNTIME_API orError_t orEventQuery(orEvent_t event);
+
+/* Blocks until the most recent record has completed. */
+OPENREG_RUNTIME_API orError_t orEventSynchronize(orEvent_t event);
+
+/* [out] ms: time between the completions of the most recent records of `start` and `end`, taken
+ * from the worker's clock. orErrorNotReady if either is pending; orErrorInvalidResourceHandle if
+ * either has timing disabled, was never recorded, or they belong to different devices. */
+OPENREG_RUNTIME_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
+
+/* Releases `event`. Pending records still complete; waits on them still resolve. */
+OPENREG_RUNTIME_API orError_t orEventDestroy(orEvent_t event);
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum orMemcpyKind {
+  orMemcpyHostToHost = 0,
+  orMemcpyHostToDevice = 1,
+  orMemcpyDeviceToHost = 2,
+  orMemcpyDeviceToDevice = 3,
+  orMemcpyDefault = 4, /* direction inferred from the pointers */
+} orMemcpyKind;
+
+typedef enum orMemoryType {
+  orMemoryTypeUnregistered = 0, /* ordinary host memory the runtime does not know */
+  orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
+  orMemoryTypeDevice = 2,       /* device memory from orMalloc */
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+  orMemoryType type;
+  int device;          /* owning device, -1 for host memory */
+  void* devicePointer; /* the pointer itself for device memory, else NULL */
+  void* hostPointer;   /* the pointer itself for host memory, else NULL */
+  void* base;          /* start of the allocation containing the pointer, NULL if unregistered */
+  size_t size;         /* size requested for that allocation, 0 if unregistered */
+} orPointerAttributes;
+
+/* [out] devPtr: `size` bytes of device memory on the current device, aligned to
+ * orDeviceProp.memoryAlignment. size 0 gives NULL and orSuccess. orErrorMemoryAllocation when the
+ * device's capacity cannot hold it (the device stays fully usable; orGetLastErrorMessage says
+ * what is held). Never touches host memory. */
+OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
+
+/* Frees an allocation from orMalloc, after synchronizing its device (as cudaFree does). NULL is a
+ * no-op. orErrorInvalidDevicePointer for anything else that is not the start of a live
+ * allocation, including a second free. */
+OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
+
+/* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
+ * and device memory are fully asynchronous. */
+OPENREG_RUNTIME_API orError_t orMallocHost(void** ptr, size_t size);
+
+/* Frees memory from orMallocHost, after synchronizing every device (work queued on a stream may
+ * still read or write it). orErrorInvalidValue for any other pointer, including a second free. */
+OPENREG_RUNTIME_API orError_t orFreeHost(void* ptr);
+
+/* [out] attributes of `ptr`: which memory it is in and the allocation containing it. Unknown host
+ * pointers succeed with type orMemoryTypeUnregistered. */
+OPENREG_RUNTIME_API orError_t orPointerGetAttributes(orPointerAttributes* attributes,
+                                                     const void* ptr);
+
+/* Copies `count` bytes and returns when the copy is complete. Device ranges must lie inside one
+ * live allocation each (orErrorInvalidValue otherwise); the pointers must match `kind`
+ * (orErrorInvalidMemcpyDirection otherwise). Device-side copies run in order on the default
+ * stream of the device owning the (source, for device to device) device pointer. */
+OPENREG_RUNTIME_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
+
+/* Enqueues the copy on `stream` (of any device: every device can reach every device's memory, as
+ * with CUDA peer access). With pinned
+ * or device memory on both sides it returns at once; with pageable host memory it returns after
+ * the copy is complete, as CUDA does, so the host buffer may be reused at once. */
+OPENREG_RUNTIME_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count,
+                                            orMemcpyKind kind, orStream_t stream);
+
+/* Sets `count` bytes of device memory to `value`: asynchronous on `stream`, or complete on
+ * return for orMemset. */
+OPENREG_RUNTIME_API orError_t orMemsetAsync(void* devPtr, int value, size_t count,
+                                            orStream_t stream);
+OPENREG_RUNTIME_API orError_t orMemset(void* devPtr, int value, size_t count);
+
+/* [out] kernelPtr: the address at which a task running on a stream reads and writes the device
+ * memory at devPtr. O(1): no lock, no system call. Valid for the life of the allocation; meant
+ * for tasks only (the host must not keep or dereference it outside a task, as a real device's
+ * memory is out of its reach). orErrorInvalidDevicePointer if devPtr is not in a device range. */
+OPENREG_RUNTIME_API orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_RUNTIME_H */

@@ -1,0 +1,27 @@
+// The runtime's configuration, read once from the environment at initialization.
+// Every variable is listed in README.md; invalid values fail initialization with a message naming
+// the variable (orErrorInitializationError), never a silent default.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace openreg {
+
+struct Config {
+  int deviceCount = 2;           // OPENREG_DEVICE_COUNT
+  std::size_t deviceMemory = 0;  // OPENREG_DEVICE_MEMORY, bytes per device
+  int streamWorkers = 1;         // OPENREG_STREAM_WORKERS, worker threads per device
+  int workerSpinMicros = 50;     // OPENREG_WORKER_SPIN_US, busy-wait before a worker or sync sleeps
+  bool launchBlocking = false;   // OPENREG_LAUNCH_BLOCKING, every launch completes before returning
+  bool faultHandler = true;      // OPENREG_FAULT_HANDLER, report host access to device memory
+};
+
+// Parses the environment into `out`. Returns "" on success, else a message naming the variable,
+// the value and what is accepted.
+std::string readConfigFromEnvironment(Config& out);
+
+// Default device capacity: a quarter of physical memory, at least 256 MiB, page aligned.
+std::size_t defaultDeviceMemory();
+
+}  // namespace openreg

@@ -1,0 +1,91 @@
+// DeviceMemory: one device's address space, kernel window and range allocator.
+//
+// Note [Device address space]
+// Each device owns two mappings of `capacity` bytes:
+//  - the device range, reserved with mmap(PROT_NONE, MAP_NORESERVE). orMalloc hands out addresses
+//    inside it. Nothing is ever mapped accessible there, so a host dereference of a device pointer
+//    faults (FaultHandler.cpp reports it), as it would on a GPU.
+//  - the kernel window, a MAP_SHARED read-write mapping of a memfd of `capacity` bytes. This is
+//    where the bytes live; pages are allocated by the kernel on first touch.
+// A device address translates into the window by adding one constant (window - range): O(1), no
+// lock, no system call, no mprotect. Freed ranges are returned to the OS with
+// fallocate(PUNCH_HOLE), so a free really releases memory. The memfd is what a later IPC
+// implementation shares with other processes.
+#pragma once
+
+#include <openreg/runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace openreg {
+
+class DeviceMemory {
+ public:
+  // Every allocation starts at a multiple of this and occupies whole multiples of it.
+  static constexpr std::size_t kAlignment = 4096;
+
+  struct Allocation {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;      // bytes requested
+    std::size_t reserved = 0;  // bytes taken from the range (size rounded up)
+  };
+
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Creates the mappings. Returns "" on success, else what failed.
+  std::string map(int device, std::size_t capacity);
+
+  // --- O(1), lock-free ------------------------------------------------------------------------
+  bool contains(const void* p) const {
+    return reinterpret_cast<std::uintptr_t>(p) - rangeBase_ < capacity_;
+  }
+  // [marker: kernel-pointer-translation]
+  void* toKernel(const void* devicePtr) const {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(devicePtr) + windowDelta_);
+  }
+  std::size_t capacity() const { return capacity_; }
+
+  // --- take the allocator lock ---------------------------------------------------------------
+  // orErrorMemoryAllocation when no free range fits; the message says what is held.
+  orError_t allocate(std::size_t size, void** out, std::string* message);
+  // Releases the allocation starting exactly at `p`. orErrorInvalidDevicePointer otherwise.
+  orError_t release(const void* p);
+  // The live allocation containing `p`, if any.
+  bool find(const void* p, Allocation* out) const;
+  // True if [p, p + bytes) lies inside one live allocation.
+  bool containsRange(const void* p, std::size_t bytes) const;
+  std::size_t bytesInUse() const;
+
+  // For the fault handler: like find() but gives up instead of waiting for the lock.
+  // Returns 1 found, 0 not found, -1 lock busy.
+  int tryFindForSignal(const void* p, Allocation* out) const;
+
+ private:
+  using FreeBySize = std::set<std::pair<std::size_t, std::size_t>>;  // (length, offset)
+
+  void insertFree(std::size_t offset, std::size_t length);
+  void eraseFree(std::map<std::size_t, std::size_t>::iterator it);
+  bool findLocked(std::uintptr_t p, Allocation* out) const;
+
+  int device_ = -1;
+  int memfd_ = -1;
+  std::uintptr_t rangeBase_ = 0;
+  std::size_t capacity_ = 0;
+  std::uintptr_t windowDelta_ = 0;  // window base - range base (mod 2^64)
+
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, Allocation> live_;        // by base address
+  std::map<std::size_t, std::size_t> freeByOffset_;  // offset -> length
+  FreeBySize freeBySize_;
+  std::size_t inUse_ = 0;  // reserved bytes of live allocations
+};
+
+}  // namespace openreg

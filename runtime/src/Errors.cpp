@@ -1,0 +1,54 @@
+// orGetErrorName, orGetErrorString, orGetLastErrorMessage, orRuntimeGetVersion.
+#include <openreg/runtime.h>
+
+#include "Runtime.h"
+
+#define OPENREG_ERROR_LIST(X)                                                                  \
+  X(orSuccess, "no error")                                                                     \
+  X(orErrorNotReady, "work is still pending on the device")                                    \
+  X(orErrorMemoryAllocation, "out of memory: the device (or host) cannot hold the allocation") \
+  X(orErrorInvalidValue, "an argument is out of range, null, or inconsistent")                 \
+  X(orErrorInvalidDevice, "invalid device index")                                              \
+  X(orErrorInvalidResourceHandle,                                                              \
+    "invalid stream or event handle (destroyed, or of another device)")                        \
+  X(orErrorInvalidDevicePointer, "not a live device allocation")                               \
+  X(orErrorInvalidMemcpyDirection, "the pointers do not match the copy kind")                  \
+  X(orErrorInitializationError, "the runtime cannot be initialized in this process")           \
+  X(orErrorLaunchFailure, "a task on a stream failed")                                         \
+  X(orErrorNotPermitted, "operation not permitted on this object")
+
+extern "C" {
+
+const char* orGetErrorName(orError_t error) {
+  switch (error) {
+#define OPENREG_NAME_CASE(code, text) \
+  case code:                          \
+    return #code;
+    OPENREG_ERROR_LIST(OPENREG_NAME_CASE)
+#undef OPENREG_NAME_CASE
+  }
+  return "orErrorUnknownCode";
+}
+
+const char* orGetErrorString(orError_t error) {
+  switch (error) {
+#define OPENREG_STRING_CASE(code, text) \
+  case code:                            \
+    return text;
+    OPENREG_ERROR_LIST(OPENREG_STRING_CASE)
+#undef OPENREG_STRING_CASE
+  }
+  return "unknown error code";
+}
+
+const char* orGetLastErrorMessage(void) {
+  return openreg::lastErrorMessage();
+}
+
+orError_t orRuntimeGetVersion(int* version) {
+  if (version == nullptr) return orErrorInvalidValue;
+  *version = OPENREG_RUNTIME_VERSION;
+  return orSuccess;
+}
+
+}  // extern "C"

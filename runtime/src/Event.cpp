@@ -1,0 +1,56 @@
+#include "Event.h"
+
+#include <chrono>
+#include <thread>
+
+#include "Stream.h"
+
+namespace openreg {
+
+// [marker: event-record-complete]
+void EventRecord::complete() {
+  std::vector<std::shared_ptr<Stream>> resume;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+    done_.store(true, std::memory_order_release);
+    resume.swap(parked_);
+  }
+  cv_.notify_all();
+  for (auto& stream : resume) stream->resume();
+}
+
+bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
+  if (done()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_.load(std::memory_order_relaxed)) return false;
+  parked_.push_back(stream);
+  return true;
+}
+
+void EventRecord::wait(int spinMicros) {
+  if (done()) return;
+  const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros);
+  while (std::chrono::steady_clock::now() < spinUntil) {
+    if (done()) return;
+    std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return done_.load(std::memory_order_relaxed); });
+}
+
+std::shared_ptr<EventRecord> Event::newRecord() {
+  auto record = std::make_shared<EventRecord>(device_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  latest_ = record;
+  return record;
+}
+
+std::shared_ptr<EventRecord> Event::latest() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return latest_;
+}
+
+}  // namespace openreg

@@ -1,0 +1,65 @@
+// Events and their records.
+//
+// Note [Event records]
+// Each orEventRecord creates a new EventRecord: the completion of one point in one stream. The
+// event points at its most recent record; queries, host waits and elapsed times use that one,
+// while a stream wait captures the record current at the time of the orStreamWaitEvent call.
+// Re-recording an event before its previous record completed therefore never confuses the two:
+// a waiter of the old record is released by the old record, not by the new one.
+#pragma once
+
+#include <openreg/runtime.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace openreg {
+
+class Stream;
+
+class EventRecord {
+ public:
+  explicit EventRecord(int device) : device_(device) {}
+
+  int device() const { return device_; }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
+  std::int64_t timeNs() const { return timeNs_; }
+
+  // Worker: completes the record, wakes host waiters and reschedules parked streams.
+  void complete();
+  // Worker: parks `stream` on this record. Returns false (and keeps nothing) if already done.
+  bool parkIfPending(const std::shared_ptr<Stream>& stream);
+  // Host: blocks until done.
+  void wait(int spinMicros);
+
+ private:
+  const int device_;
+  std::atomic<bool> done_{false};
+  std::int64_t timeNs_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Stream>> parked_;  // guarded by mutex_
+};
+
+class Event {
+ public:
+  Event(int device, bool timing) : device_(device), timing_(timing) {}
+  int device() const { return device_; }
+  bool timing() const { return timing_; }
+
+  std::shared_ptr<EventRecord> newRecord();
+  std::shared_ptr<EventRecord> latest() const;
+
+ private:
+  const int device_;
+  const bool timing_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<EventRecord> latest_;  // guarded by mutex_
+};
+
+}  // namespace openreg

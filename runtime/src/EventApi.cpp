@@ -1,0 +1,118 @@
+// Event entry points.
+#include <openreg/runtime.h>
+
+#include "Runtime.h"
+
+using namespace openreg;
+
+namespace {
+
+Event* findEvent(orEvent_t handle) {
+  return runtime().events.find(reinterpret_cast<std::uint64_t>(handle));
+}
+
+orError_t badEvent(const char* call) {
+  return fail(orErrorInvalidResourceHandle,
+              std::string("openreg: ") + call +
+                  ": the event handle is not live (destroyed, or never created)");
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orEventCreate(orEvent_t* event) {
+  return orEventCreateWithFlags(event, orEventDefault);
+}
+
+orError_t orEventCreateWithFlags(orEvent_t* out, unsigned int flags) {
+  OR_ENTER();
+  if (out == nullptr) return orErrorInvalidValue;
+  if ((flags & ~static_cast<unsigned>(orEventDisableTiming)) != 0) {
+    return fail(orErrorInvalidValue,
+                "openreg: orEventCreateWithFlags: unknown flags " + std::to_string(flags));
+  }
+  auto event = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0);
+  const std::uint64_t handle = runtime().events.insert(std::move(event));
+  if (handle == 0) return fail(orErrorMemoryAllocation, "openreg: too many live events");
+  *out = reinterpret_cast<orEvent_t>(handle);
+  return orSuccess;
+}
+
+// [marker: event-record]
+orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
+  OR_ENTER();
+  Event* event = findEvent(handle);
+  if (event == nullptr) return badEvent("orEventRecord");
+  Stream* stream = resolveStream(streamHandle);
+  if (stream == nullptr) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orEventRecord: the stream handle is not live");
+  }
+  if (stream->device() != event->device()) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orEventRecord: the event belongs to device " +
+                    std::to_string(event->device()) + " but the stream to device " +
+                    std::to_string(stream->device()) +
+                    "; create the event while the stream's device is current");
+  }
+  StreamOp op;
+  op.kind = StreamOp::Kind::Record;
+  op.record = event->newRecord();
+  stream->enqueue(std::move(op));
+  return orSuccess;
+}
+
+orError_t orEventQuery(orEvent_t handle) {
+  OR_ENTER();
+  Event* event = findEvent(handle);
+  if (event == nullptr) return badEvent("orEventQuery");
+  std::shared_ptr<EventRecord> record = event->latest();
+  return record == nullptr || record->done() ? orSuccess : orErrorNotReady;
+}
+
+orError_t orEventSynchronize(orEvent_t handle) {
+  OR_ENTER();
+  Event* event = findEvent(handle);
+  if (event == nullptr) return badEvent("orEventSynchronize");
+  if (std::shared_ptr<EventRecord> record = event->latest()) {
+    record->wait(runtime().config.workerSpinMicros);
+  }
+  return orSuccess;
+}
+
+orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHandle) {
+  OR_ENTER();
+  if (ms == nullptr) return orErrorInvalidValue;
+  Event* start = findEvent(startHandle);
+  Event* end = findEvent(endHandle);
+  if (start == nullptr || end == nullptr) return badEvent("orEventElapsedTime");
+  if (!start->timing() || !end->timing()) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orEventElapsedTime: both events need timing (created without "
+                "orEventDisableTiming)");
+  }
+  if (start->device() != end->device()) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orEventElapsedTime: the events belong to different devices");
+  }
+  std::shared_ptr<EventRecord> a = start->latest();
+  std::shared_ptr<EventRecord> b = end->latest();
+  if (a == nullptr || b == nullptr) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orEventElapsedTime: both events must have been recorded");
+  }
+  if (!a->done() || !b->done()) return orErrorNotReady;
+  *ms = static_cast<float>(static_cast<double>(b->timeNs() - a->timeNs()) / 1e6);
+  return orSuccess;
+}
+
+orError_t orEventDestroy(orEvent_t handle) {
+  OR_ENTER();
+  if (runtime().events.erase(reinterpret_cast<std::uint64_t>(handle)) == nullptr) {
+    return badEvent("orEventDestroy");
+  }
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,75 @@
+#include "Executor.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <string>
+
+#include "Stream.h"
+
+namespace openreg {
+
+Executor::Executor(int device, int workers, int spinMicros)
+    : device_(device), spinMicros_(spinMicros) {
+  for (int i = 0; i < workers; ++i) {
+    threads_.emplace_back([this, i] {
+      const std::string name = "openreg" + std::to_string(device_) + "w" + std::to_string(i);
+      pthread_setname_np(pthread_self(), name.c_str());
+      workerLoop();
+    });
+    threads_.back().detach();
+  }
+}
+
+void Executor::schedule(std::shared_ptr<Stream> stream) {
+  const int queue = stream->priority() < 0 ? 0 : 1;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_[queue].push_back(std::move(stream));
+    readyCount_.fetch_add(1, std::memory_order_relaxed);
+    wake = sleepers_ > 0;
+  }
+  if (wake) cv_.notify_one();
+}
+
+std::shared_ptr<Stream> Executor::tryPop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& queue : ready_) {
+    if (!queue.empty()) {
+      std::shared_ptr<Stream> s = std::move(queue.front());
+      queue.pop_front();
+      readyCount_.fetch_sub(1, std::memory_order_relaxed);
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+// [marker: worker-loop]
+void Executor::workerLoop() {
+  for (;;) {
+    std::shared_ptr<Stream> stream = tryPop();
+    if (stream == nullptr) {
+      // Spin before sleeping: a stream of launches from the host then costs no wake-up syscalls.
+      const auto spinUntil =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros_);
+      while (readyCount_.load(std::memory_order_relaxed) == 0 &&
+             std::chrono::steady_clock::now() < spinUntil) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (ready_[0].empty() && ready_[1].empty()) {
+        ++sleepers_;
+        cv_.wait(lock, [this] { return !ready_[0].empty() || !ready_[1].empty(); });
+        --sleepers_;
+      }
+      continue;
+    }
+    stream->run();
+  }
+}
+
+}  // namespace openreg

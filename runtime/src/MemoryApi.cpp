@@ -1,0 +1,296 @@
+// Memory entry points: device and pinned allocations, copies, memset, pointer queries.
+#include <openreg/runtime.h>
+#include <openreg/task.hpp>
+
+#include <cstring>
+
+#include "HostMemory.h"
+#include "Runtime.h"
+
+using namespace openreg;
+
+namespace {
+
+// What one side of a copy points at.
+struct Side {
+  Device* device = nullptr;  // non-null for device memory
+  bool pinned = false;       // pinned host memory (orMallocHost)
+};
+
+Side classify(const void* p, std::size_t count) {
+  Side side;
+  side.device = deviceOfPointer(p);
+  if (side.device == nullptr) side.pinned = hostMemory().findRange(p, count, nullptr, nullptr);
+  return side;
+}
+
+orError_t checkDeviceRange(const char* call, const Side& side, const void* p, std::size_t count) {
+  if (side.device->memory.containsRange(p, count)) return orSuccess;
+  return fail(orErrorInvalidValue,
+              std::string("openreg: ") + call + ": the " + std::to_string(count) +
+                  "-byte range at device pointer is not inside one live allocation on device " +
+                  std::to_string(side.device->index));
+}
+
+const char* kindName(orMemcpyKind kind) {
+  switch (kind) {
+    case orMemcpyHostToHost:
+      return "host to host";
+    case orMemcpyHostToDevice:
+      return "host to device";
+    case orMemcpyDeviceToHost:
+      return "device to host";
+    case orMemcpyDeviceToDevice:
+      return "device to device";
+    case orMemcpyDefault:
+      return "default";
+  }
+  return "unknown";
+}
+
+// The kind as the caller passed it. C callers may pass any int; loading an out-of-range value
+// through the enum type would be undefined behaviour in C++, so read the bytes.
+int rawKind(const orMemcpyKind& kind) {
+  static_assert(sizeof(orMemcpyKind) == sizeof(int));
+  int value;
+  std::memcpy(&value, &kind, sizeof value);
+  return value;
+}
+
+// Validates a copy and resolves orMemcpyDefault. On success *kind is the actual direction.
+orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t count,
+                    orMemcpyKind* kind, Side* d, Side* s) {
+  const int requested = rawKind(*kind);
+  if (requested < orMemcpyHostToHost || requested > orMemcpyDefault) {
+    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": unknown orMemcpyKind " +
+                                         std::to_string(requested));
+  }
+  if (dst == nullptr || src == nullptr) {
+    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": null pointer");
+  }
+  if (reinterpret_cast<std::uintptr_t>(dst) + count < reinterpret_cast<std::uintptr_t>(dst) ||
+      reinterpret_cast<std::uintptr_t>(src) + count < reinterpret_cast<std::uintptr_t>(src)) {
+    return fail(orErrorInvalidValue,
+                std::string("openreg: ") + call + ": the size overflows the address space");
+  }
+  *d = classify(dst, count);
+  *s = classify(src, count);
+  const orMemcpyKind actual =
+      d->device != nullptr ? (s->device != nullptr ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
+                           : (s->device != nullptr ? orMemcpyDeviceToHost : orMemcpyHostToHost);
+  if (*kind == orMemcpyDefault) {
+    *kind = actual;
+  } else if (*kind != actual) {
+    return fail(orErrorInvalidMemcpyDirection, std::string("openreg: ") + call +
+                                                   ": the copy is declared " + kindName(*kind) +
+                                                   " but the pointers are " + kindName(actual));
+  }
+  if (d->device != nullptr) {
+    if (orError_t e = checkDeviceRange(call, *d, dst, count); e != orSuccess) return e;
+  }
+  if (s->device != nullptr) {
+    if (orError_t e = checkDeviceRange(call, *s, src, count); e != orSuccess) return e;
+  }
+  return orSuccess;
+}
+
+// [marker: copy-task]
+// Enqueues the copy on `stream`; the task sees both sides through kernel-window addresses.
+std::uint64_t enqueueCopy(Stream& stream, void* dst, const void* src, std::size_t count,
+                          const Side& d, const Side& s) {
+  void* kdst = d.device != nullptr ? d.device->memory.toKernel(dst) : dst;
+  const void* ksrc = s.device != nullptr ? s.device->memory.toKernel(src) : src;
+  StreamOp op;
+  op.task = Task([kdst, ksrc, count] { std::memmove(kdst, ksrc, count); });
+  return stream.enqueue(std::move(op));
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orMalloc(void** devPtr, size_t size) {
+  OR_ENTER();
+  if (devPtr == nullptr) return orErrorInvalidValue;
+  if (size == 0) {
+    *devPtr = nullptr;
+    return orSuccess;
+  }
+  std::string message;
+  const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
+  return e == orSuccess ? e : fail(e, std::move(message));
+}
+
+orError_t orFree(void* devPtr) {
+  OR_ENTER();
+  if (devPtr == nullptr) return orSuccess;
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr || !d->memory.find(devPtr, nullptr)) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orFree: the pointer is not a live device allocation (double free, or not "
+                "from orMalloc)");
+  }
+  // Work queued on any stream of the device may still use the memory (cudaFree synchronizes too).
+  const orError_t pending = synchronizeDevice(*d);
+  if (d->memory.release(devPtr) != orSuccess) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orFree: the pointer is not the start of a live device allocation");
+  }
+  return pending;
+}
+
+orError_t orMallocHost(void** ptr, size_t size) {
+  OR_ENTER();
+  if (ptr == nullptr) return orErrorInvalidValue;
+  if (size == 0) {
+    *ptr = nullptr;
+    return orSuccess;
+  }
+  if (hostMemory().allocate(size, ptr) != orSuccess) {
+    return fail(orErrorMemoryAllocation, "openreg: orMallocHost: cannot allocate " +
+                                             std::to_string(size) + " bytes of pinned host memory");
+  }
+  return orSuccess;
+}
+
+orError_t orFreeHost(void* ptr) {
+  OR_ENTER();
+  if (ptr == nullptr) return orSuccess;
+  if (!hostMemory().findRange(ptr, 0, nullptr, nullptr)) {
+    return fail(orErrorInvalidValue,
+                "openreg: orFreeHost: the pointer is not a live pinned allocation (double free, or "
+                "not from orMallocHost)");
+  }
+  orError_t pending = orSuccess;
+  for (auto& d : runtime().devices) {
+    if (orError_t e = synchronizeDevice(*d); e != orSuccess && pending == orSuccess) pending = e;
+  }
+  if (hostMemory().release(ptr) != orSuccess) {
+    return fail(orErrorInvalidValue,
+                "openreg: orFreeHost: the pointer is not the start of a pinned allocation");
+  }
+  return pending;
+}
+
+orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
+  OR_ENTER();
+  if (attributes == nullptr) return orErrorInvalidValue;
+  *attributes = orPointerAttributes{};
+  attributes->device = -1;
+  if (Device* d = deviceOfPointer(ptr)) {
+    DeviceMemory::Allocation a;
+    if (!d->memory.find(ptr, &a)) {
+      return fail(orErrorInvalidDevicePointer,
+                  "openreg: orPointerGetAttributes: the device pointer is in no live allocation");
+    }
+    attributes->type = orMemoryTypeDevice;
+    attributes->device = d->index;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    attributes->base = reinterpret_cast<void*>(a.base);
+    attributes->size = a.size;
+    return orSuccess;
+  }
+  void* base = nullptr;
+  std::size_t size = 0;
+  if (ptr != nullptr && hostMemory().findRange(ptr, 0, &base, &size)) {
+    attributes->type = orMemoryTypeHost;
+    attributes->hostPointer = const_cast<void*>(ptr);
+    attributes->base = base;
+    attributes->size = size;
+  }
+  return orSuccess;
+}
+
+// [marker: memcpy-async]
+orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
+                        orStream_t streamHandle) {
+  OR_ENTER();
+  Stream* stream = resolveStream(streamHandle);
+  if (stream == nullptr) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orMemcpyAsync: the stream handle is not live");
+  }
+  if (count == 0) return orSuccess;
+  Side d, s;
+  if (orError_t e = checkCopy("orMemcpyAsync", dst, src, count, &kind, &d, &s); e != orSuccess)
+    return e;
+  if (kind == orMemcpyHostToHost && !d.pinned && !s.pinned) {
+    std::memmove(dst, src, count);  // CUDA runs pageable host-to-host copies synchronously too
+    return orSuccess;
+  }
+  const std::uint64_t ticket = enqueueCopy(*stream, dst, src, count, d, s);
+  // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
+  // so such copies complete before returning; copies between pinned and device memory do not.
+  const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
+  if (pageable || runtime().config.launchBlocking) {
+    stream->waitFor(ticket);
+    return stream->takeError();
+  }
+  return orSuccess;
+}
+
+orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
+  OR_ENTER();
+  if (count == 0) return orSuccess;
+  Side d, s;
+  if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
+  if (kind == orMemcpyHostToHost) {
+    std::memmove(dst, src, count);
+    return orSuccess;
+  }
+  Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
+  stream.waitFor(enqueueCopy(stream, dst, src, count, d, s));
+  return stream.takeError();
+}
+
+orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
+  OR_ENTER();
+  Stream* stream = resolveStream(streamHandle);
+  if (stream == nullptr) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orMemsetAsync: the stream handle is not live");
+  }
+  if (count == 0) return orSuccess;
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orMemsetAsync: the pointer is not device memory");
+  }
+  if (orError_t e = checkDeviceRange("orMemsetAsync", Side{d, false}, devPtr, count);
+      e != orSuccess)
+    return e;
+  void* k = d->memory.toKernel(devPtr);
+  StreamOp op;
+  op.task = Task([k, value, count] { std::memset(k, value, count); });
+  const std::uint64_t ticket = stream->enqueue(std::move(op));
+  if (runtime().config.launchBlocking) {
+    stream->waitFor(ticket);
+    return stream->takeError();
+  }
+  return orSuccess;
+}
+
+orError_t orMemset(void* devPtr, int value, size_t count) {
+  OR_ENTER();
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr)
+    return fail(orErrorInvalidDevicePointer, "openreg: orMemset: the pointer is not device memory");
+  orStream_t handle = reinterpret_cast<orStream_t>(d->defaultStream->handle());
+  if (orError_t e = orMemsetAsync(devPtr, value, count, handle); e != orSuccess) return e;
+  return orStreamSynchronize(handle);
+}
+
+// [marker: get-kernel-pointer]
+orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
+  OR_ENTER();
+  if (kernelPtr == nullptr) return orErrorInvalidValue;
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orGetKernelPointer: the pointer is not device memory");
+  }
+  *kernelPtr = d->memory.toKernel(devPtr);
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,144 @@
+#include "Runtime.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+
+#include "FaultHandler.h"
+
+namespace openreg {
+namespace detail {
+
+std::atomic<State> gState{State::Uninitialized};
+Runtime* gRuntime = nullptr;
+
+namespace {
+
+std::mutex gInitMutex;
+std::string gInitError;  // guarded by gInitMutex
+
+// See Note [Runtime initialization]. Holding gInitMutex across fork() keeps the child from
+// inheriting it locked.
+void atforkPrepare() {
+  gInitMutex.lock();
+}
+void atforkParent() {
+  gInitMutex.unlock();
+}
+void atforkChild() {
+  gInitMutex.unlock();
+  if (gState.load(std::memory_order_relaxed) == State::Ready) {
+    gState.store(State::ForkedChild, std::memory_order_release);
+  }
+}
+
+std::string initialize(Runtime& rt) {
+  if (std::string error = readConfigFromEnvironment(rt.config); !error.empty()) return error;
+  for (int i = 0; i < rt.config.deviceCount; ++i) {
+    auto d = std::make_unique<Device>();
+    d->index = i;
+    if (std::string error = d->memory.map(i, rt.config.deviceMemory); !error.empty()) {
+      return "openreg: cannot set up device " + std::to_string(i) + ": " + error;
+    }
+    d->executor =
+        std::make_unique<Executor>(i, rt.config.streamWorkers, rt.config.workerSpinMicros);
+    d->defaultStream = std::make_shared<Stream>(i, 0, /*isDefault=*/true, *d->executor);
+    d->defaultStream->setHandle(rt.streams.insert(d->defaultStream));
+    d->streams.push_back(d->defaultStream);
+    rt.devices.push_back(std::move(d));
+  }
+  return {};
+}
+
+}  // namespace
+
+orError_t initializeSlow() {
+  std::lock_guard<std::mutex> lock(gInitMutex);
+  switch (gState.load(std::memory_order_acquire)) {
+    case State::Ready:
+      return orSuccess;
+    case State::Failed:
+      return fail(orErrorInitializationError, gInitError);
+    case State::ForkedChild:
+      return fail(orErrorInitializationError,
+                  "openreg: cannot re-initialize the runtime in a forked subprocess: it was "
+                  "initialized in the parent, whose device workers the child does not have. Use "
+                  "the 'spawn' start method to use openreg devices in a subprocess.");
+    case State::Uninitialized:
+      break;
+  }
+  static bool atforkRegistered = false;
+  if (!atforkRegistered) {
+    pthread_atfork(atforkPrepare, atforkParent, atforkChild);
+    atforkRegistered = true;
+  }
+  // Never freed (see Note [Runtime initialization]), even when initialization fails: devices set
+  // up before the failure have idle workers that still point into it.
+  gRuntime = new Runtime();
+  gInitError = initialize(*gRuntime);
+  if (!gInitError.empty()) {
+    gState.store(State::Failed, std::memory_order_release);
+    return fail(orErrorInitializationError, gInitError);
+  }
+  Runtime* rt = gRuntime;
+  if (rt->config.faultHandler) installFaultHandler();
+  gState.store(State::Ready, std::memory_order_release);
+  return orSuccess;
+}
+
+}  // namespace detail
+
+namespace {
+thread_local std::string tLastError;
+}
+
+orError_t fail(orError_t error, std::string message) {
+  tLastError = std::move(message);
+  return error;
+}
+
+const char* lastErrorMessage() {
+  return tLastError.c_str();
+}
+
+int& currentDeviceSlot() {
+  thread_local int current = 0;
+  return current;
+}
+
+Device* deviceOfPointer(const void* p) {
+  for (auto& d : runtime().devices) {
+    if (d->memory.contains(p)) return d.get();
+  }
+  return nullptr;
+}
+
+Stream* resolveStream(orStream_t handle) {
+  if (handle == nullptr) return device(currentDevice()).defaultStream.get();
+  return runtime().streams.find(reinterpret_cast<std::uint64_t>(handle));
+}
+
+void pruneStreamsLocked(Device& d) {
+  auto& s = d.streams;
+  s.erase(
+      std::remove_if(s.begin(), s.end(),
+                     [](const std::shared_ptr<Stream>& x) { return x->destroyed() && x->idle(); }),
+      s.end());
+}
+
+orError_t synchronizeDevice(Device& d) {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(d.streamsMutex);
+    pruneStreamsLocked(d);
+    streams = d.streams;
+  }
+  orError_t result = orSuccess;
+  for (auto& s : streams) {
+    s->waitFor(s->submitted());
+    if (orError_t e = s->takeError(); e != orSuccess && result == orSuccess) result = e;
+  }
+  return result;
+}
+
+}  // namespace openreg

@@ -1,0 +1,109 @@
+// The runtime's global state: configuration, devices, handle tables, per-thread state, and the
+// entry check every API function starts with.
+//
+// Note [Runtime initialization]
+// The runtime initializes lazily, on the first API call, under a mutex (not std::call_once, which
+// cannot be reset in a forked child). The configuration is read once then. Devices, their
+// workers and the tables are never destroyed: worker threads may still run at exit, and tearing
+// them down from a static destructor would race with them.
+// A child forked after initialization inherits the memory but not the worker threads, so every
+// API call in it returns orErrorInitializationError with a message saying to use spawn; a child
+// forked before initialization initializes normally.
+#pragma once
+
+#include <openreg/runtime.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "Config.h"
+#include "DeviceMemory.h"
+#include "Event.h"
+#include "Executor.h"
+#include "HandleTable.h"
+#include "Stream.h"
+
+namespace openreg {
+
+// Stream priorities, CUDA's convention: lower is higher. Executor serves priority < 0 first.
+constexpr int kLeastStreamPriority = 0;
+constexpr int kGreatestStreamPriority = -1;
+
+struct Device {
+  int index = 0;
+  DeviceMemory memory;
+  std::unique_ptr<Executor> executor;
+  std::shared_ptr<Stream> defaultStream;
+
+  // Streams that may still have work: live handles plus destroyed ones not yet drained. Device
+  // synchronization walks this list.
+  std::mutex streamsMutex;
+  std::vector<std::shared_ptr<Stream>> streams;  // guarded by streamsMutex
+};
+
+struct Runtime {
+  Config config;
+  std::vector<std::unique_ptr<Device>> devices;
+  HandleTable<Stream> streams;
+  HandleTable<Event> events;
+};
+
+namespace detail {
+enum class State : int { Uninitialized, Ready, Failed, ForkedChild };
+extern std::atomic<State> gState;
+extern Runtime* gRuntime;
+orError_t initializeSlow();
+}  // namespace detail
+
+// Initializes on first use; returns orSuccess when the runtime is usable.
+inline orError_t ensureInitialized() {
+  if (detail::gState.load(std::memory_order_acquire) == detail::State::Ready) return orSuccess;
+  return detail::initializeSlow();
+}
+
+// Valid after ensureInitialized() returned orSuccess.
+inline Runtime& runtime() {
+  return *detail::gRuntime;
+}
+inline int deviceCount() {
+  return static_cast<int>(runtime().devices.size());
+}
+inline Device& device(int index) {
+  return *runtime().devices[index];
+}
+
+// The calling thread's current device.
+int& currentDeviceSlot();
+inline int currentDevice() {
+  return currentDeviceSlot();
+}
+
+// The device whose range contains `p`, or nullptr. O(device count), lock-free.
+Device* deviceOfPointer(const void* p);
+
+// Sets the calling thread's last-error message and returns `error`.
+orError_t fail(orError_t error, std::string message);
+// The calling thread's last-error message ("" if none).
+const char* lastErrorMessage();
+
+// Resolves a stream handle (0: the current device's default stream). nullptr if not live.
+Stream* resolveStream(orStream_t handle);
+
+// Synchronizes every stream of `d`, returning the first pending task error.
+orError_t synchronizeDevice(Device& d);
+
+// Drops destroyed streams that have drained from d.streams. Caller holds d.streamsMutex.
+void pruneStreamsLocked(Device& d);
+
+// Every API function begins with this.
+#define OR_ENTER()                                                       \
+  do {                                                                   \
+    if (const orError_t or_enter_error = ::openreg::ensureInitialized(); \
+        or_enter_error != orSuccess)                                     \
+      return or_enter_error;                                             \
+  } while (0)
+
+}  // namespace openreg

@@ -1,0 +1,106 @@
+// Stream: an in-order queue of device work, executed by its device's Executor.
+//
+// Note [Stream execution]
+// A stream owns no thread. The host appends operations to `pending_` under a short lock; the
+// first append to an idle stream hands the stream to its device's Executor, whose workers run
+// streams one at a time each. A worker takes the whole pending batch at once (a swap under the
+// lock) and runs it without the lock, so the host and the worker meet only at the swap.
+// While a stream is handed over ("active") no other worker can pick it, which is what keeps every
+// stream in order however many workers the device has.
+// A wait on an event that has not completed does not block the worker: the stream parks itself
+// on the event record and the worker moves on; completing the record reschedules the stream.
+// So no worker ever waits for device work, and cross-stream or cross-device waits cannot
+// deadlock, whatever the number of workers.
+#pragma once
+
+#include <openreg/runtime.h>
+#include <openreg/task.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace openreg {
+
+class EventRecord;
+class Executor;
+
+// One queued operation: run a task, complete an event record, or wait for one.
+struct StreamOp {
+  enum class Kind : std::uint8_t { Run, Record, Wait };
+  Kind kind = Kind::Run;
+  Task task;                            // Kind::Run
+  std::shared_ptr<EventRecord> record;  // Kind::Record and Kind::Wait
+};
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(int device, int priority, bool isDefault, Executor& executor);
+
+  int device() const { return device_; }
+  int priority() const { return priority_; }
+  bool isDefault() const { return isDefault_; }
+  std::uint64_t handle() const { return handle_; }
+  void setHandle(std::uint64_t handle) { handle_ = handle; }
+  // Set by orStreamDestroy; the device forgets the stream once it has drained.
+  void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
+  bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
+
+  // Host side. Appends `op`; returns its ticket (the count of ops submitted including it).
+  std::uint64_t enqueue(StreamOp&& op);
+  // True when every op submitted so far has completed.
+  bool idle() const {
+    return completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire);
+  }
+  std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
+  // Blocks until the op with `ticket` (and all before it) has completed.
+  void waitFor(std::uint64_t ticket);
+  // Moves a pending task error into the calling thread's last-error message: returns
+  // orErrorLaunchFailure if there was one, else orSuccess. See Note [Task errors].
+  orError_t takeError();
+
+  // Worker side. Hands a parked stream back to its executor (its event record completed).
+  void resume();
+  // Worker side. Runs queued ops until the stream drains, parks on an event, or yields to other
+  // ready streams. After it returns the worker must not touch the stream again.
+  void run();
+
+ private:
+  void execute(StreamOp& op);
+  // Worker: spins briefly for new work on this stream; false if none came or others are ready.
+  bool awaitMoreWork();
+  void markCompleted();
+  void recordError(const char* what);
+
+  const int device_;
+  const int priority_;
+  const bool isDefault_;
+  Executor& executor_;
+  std::uint64_t handle_ = 0;
+  std::atomic<bool> destroyed_{false};
+
+  std::mutex queueMutex_;
+  std::vector<StreamOp> pending_;  // guarded by queueMutex_
+  bool active_ = false;            // guarded by queueMutex_: handed to the executor
+  std::vector<StreamOp> running_;  // owned by the worker running the stream
+  std::size_t cursor_ = 0;         // next op in running_
+
+  std::atomic<std::uint64_t> submitted_{0};
+  std::atomic<std::uint64_t> completed_{0};
+
+  // Host threads sleeping in waitFor register the smallest ticket they wait for in wakeAt_, so
+  // the worker signals only when one of them can proceed.
+  std::mutex syncMutex_;
+  std::condition_variable syncCv_;
+  std::atomic<std::uint64_t> wakeAt_{UINT64_MAX};
+
+  std::atomic<bool> hasError_{false};
+  std::mutex errorMutex_;
+  std::string error_;  // guarded by errorMutex_
+};
+
+}  // namespace openreg

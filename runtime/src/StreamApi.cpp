@@ -1,0 +1,147 @@
+// Stream entry points and the kernel launch.
+#include <openreg/runtime.h>
+#include <openreg/task.hpp>
+
+#include <algorithm>
+
+#include "Runtime.h"
+
+using namespace openreg;
+
+namespace {
+
+orError_t badStream(const char* call) {
+  return fail(orErrorInvalidResourceHandle,
+              std::string("openreg: ") + call +
+                  ": the stream handle is not live (destroyed, or never created)");
+}
+
+orError_t createStream(orStream_t* out, int priority) {
+  if (out == nullptr) return orErrorInvalidValue;
+  Device& d = device(currentDevice());
+  priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
+  auto stream = std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor);
+  const std::uint64_t handle = runtime().streams.insert(stream);
+  if (handle == 0) return fail(orErrorMemoryAllocation, "openreg: too many live streams");
+  stream->setHandle(handle);
+  {
+    std::lock_guard<std::mutex> lock(d.streamsMutex);
+    pruneStreamsLocked(d);
+    d.streams.push_back(std::move(stream));
+  }
+  *out = reinterpret_cast<orStream_t>(handle);
+  return orSuccess;
+}
+
+}  // namespace
+
+namespace openreg {
+
+// [marker: launch]
+orError_t launchTask(orStream_t handle, Task&& task) {
+  OR_ENTER();
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("launch");
+  if (!task) return fail(orErrorInvalidValue, "openreg: launch: empty task");
+  StreamOp op;
+  op.task = std::move(task);
+  const std::uint64_t ticket = stream->enqueue(std::move(op));
+  if (runtime().config.launchBlocking) {
+    stream->waitFor(ticket);
+    return stream->takeError();
+  }
+  return orSuccess;
+}
+
+}  // namespace openreg
+
+extern "C" {
+
+orError_t orStreamCreate(orStream_t* stream) {
+  OR_ENTER();
+  return createStream(stream, kLeastStreamPriority);
+}
+
+orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
+  OR_ENTER();
+  if (flags != 0)
+    return fail(orErrorInvalidValue, "openreg: orStreamCreateWithPriority: flags must be 0");
+  return createStream(stream, priority);
+}
+
+orError_t orStreamGetPriority(orStream_t handle, int* priority) {
+  OR_ENTER();
+  if (priority == nullptr) return orErrorInvalidValue;
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamGetPriority");
+  *priority = stream->priority();
+  return orSuccess;
+}
+
+orError_t orStreamGetDevice(orStream_t handle, int* index) {
+  OR_ENTER();
+  if (index == nullptr) return orErrorInvalidValue;
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamGetDevice");
+  *index = stream->device();
+  return orSuccess;
+}
+
+orError_t orStreamDestroy(orStream_t handle) {
+  OR_ENTER();
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamDestroy");
+  if (stream->isDefault()) {
+    return fail(orErrorNotPermitted,
+                "openreg: orStreamDestroy: a default stream cannot be destroyed");
+  }
+  std::shared_ptr<Stream> owned = runtime().streams.erase(reinterpret_cast<std::uint64_t>(handle));
+  if (owned == nullptr) return badStream("orStreamDestroy");  // lost a race with another destroy
+  owned->markDestroyed();
+  return orSuccess;
+}
+
+orError_t orStreamQuery(orStream_t handle) {
+  OR_ENTER();
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamQuery");
+  if (!stream->idle()) return orErrorNotReady;
+  return stream->takeError();
+}
+
+orError_t orStreamSynchronize(orStream_t handle) {
+  OR_ENTER();
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamSynchronize");
+  stream->waitFor(stream->submitted());
+  return stream->takeError();
+}
+
+orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned int flags) {
+  OR_ENTER();
+  if (flags != 0) return fail(orErrorInvalidValue, "openreg: orStreamWaitEvent: flags must be 0");
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return badStream("orStreamWaitEvent");
+  Event* event = runtime().events.find(reinterpret_cast<std::uint64_t>(eventHandle));
+  if (event == nullptr) {
+    return fail(orErrorInvalidResourceHandle,
+                "openreg: orStreamWaitEvent: the event handle is not live");
+  }
+  std::shared_ptr<EventRecord> record = event->latest();
+  if (record == nullptr || record->done()) return orSuccess;  // nothing to wait for
+  StreamOp op;
+  op.kind = StreamOp::Kind::Wait;
+  op.record = std::move(record);
+  stream->enqueue(std::move(op));
+  return orSuccess;
+}
+
+orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
+  if (fn == nullptr) {
+    OR_ENTER();
+    return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
+  }
+  return launchTask(stream, Task([fn, arg] { fn(arg); }));
+}
+
+}  // extern "C"

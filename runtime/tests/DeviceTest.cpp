@@ -1,0 +1,195 @@
+// Devices: count, current device, properties, configuration, errors, fork.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "TestUtil.h"
+
+using namespace openreg_test;
+
+TEST(Device, CountDefaultsToTwo) {
+  if (std::getenv("OPENREG_DEVICE_COUNT") != nullptr) GTEST_SKIP() << "OPENREG_DEVICE_COUNT is set";
+  int count = 0;
+  OR_OK(orGetDeviceCount(&count));
+  EXPECT_EQ(count, 2);
+}
+
+TEST(Device, CurrentDeviceIsPerThread) {
+  OR_OK(orSetDevice(1));
+  int here = -1, there = -1;
+  std::thread([&] { OR_EXPECT_OK(orGetDevice(&there)); }).join();
+  OR_OK(orGetDevice(&here));
+  EXPECT_EQ(here, 1);
+  EXPECT_EQ(there, 0);
+  OR_OK(orSetDevice(0));
+}
+
+TEST(Device, BadIndexIsInvalidDevice) {
+  int count = 0;
+  OR_OK(orGetDeviceCount(&count));
+  EXPECT_EQ(orSetDevice(-1), orErrorInvalidDevice);
+  EXPECT_EQ(orSetDevice(count), orErrorInvalidDevice);
+  EXPECT_NE(lastMessage().find("invalid device index " + std::to_string(count)), std::string::npos);
+  orDeviceProp prop;
+  EXPECT_EQ(orGetDeviceProperties(&prop, count), orErrorInvalidDevice);
+  orStream_t s;
+  EXPECT_EQ(orDeviceGetDefaultStream(99, &s), orErrorInvalidDevice);
+  int current = -1;
+  OR_OK(orGetDevice(&current));
+  EXPECT_EQ(current, 0);  // a failed orSetDevice changes nothing
+}
+
+TEST(Device, NullOutPointersAreInvalidValue) {
+  EXPECT_EQ(orGetDeviceCount(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orGetDevice(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orGetDeviceProperties(nullptr, 0), orErrorInvalidValue);
+  size_t total = 0;
+  EXPECT_EQ(orMemGetInfo(nullptr, &total), orErrorInvalidValue);
+  EXPECT_EQ(orRuntimeGetVersion(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orStreamCreate(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orEventCreate(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orMalloc(nullptr, 16), orErrorInvalidValue);
+}
+
+TEST(Device, PropertiesMatchMemoryInfo) {
+  orDeviceProp prop;
+  OR_OK(orGetDeviceProperties(&prop, 1));
+  EXPECT_STREQ(prop.name, "OpenReg Emulated Device");
+  EXPECT_EQ(prop.memoryAlignment, 4096u);
+  EXPECT_GE(prop.workerCount, 1);
+  OR_OK(orSetDevice(1));
+  size_t free = 0, total = 0;
+  OR_OK(orMemGetInfo(&free, &total));
+  OR_OK(orSetDevice(0));
+  EXPECT_EQ(total, prop.totalGlobalMem);
+  EXPECT_EQ(free, total);
+  int version = 0;
+  OR_OK(orRuntimeGetVersion(&version));
+  EXPECT_EQ(version, OPENREG_RUNTIME_VERSION);
+}
+
+TEST(Device, StreamPriorityRangeFollowsCuda) {
+  int least = 5, greatest = 5;
+  OR_OK(orDeviceGetStreamPriorityRange(&least, &greatest));
+  EXPECT_EQ(least, 0);
+  EXPECT_EQ(greatest, -1);
+  OR_OK(orDeviceGetStreamPriorityRange(nullptr, nullptr));
+}
+
+TEST(Device, EveryErrorCodeHasANameAndString) {
+  for (int code = orSuccess; code <= orErrorNotPermitted; ++code) {
+    const auto e = static_cast<orError_t>(code);
+    EXPECT_STRNE(orGetErrorName(e), "orErrorUnknownCode") << code;
+    EXPECT_STRNE(orGetErrorString(e), "unknown error code") << code;
+  }
+  EXPECT_STREQ(orGetErrorName(orErrorInvalidValue), "orErrorInvalidValue");
+  EXPECT_STREQ(orGetErrorName(static_cast<orError_t>(999)), "orErrorUnknownCode");
+  EXPECT_STREQ(orGetErrorString(static_cast<orError_t>(999)), "unknown error code");
+}
+
+TEST(Device, SynchronizeWaitsForEveryStreamOfTheDevice) {
+  orStream_t a, b;
+  OR_OK(orStreamCreate(&a));
+  OR_OK(orStreamCreate(&b));
+  std::atomic<int> done{0};
+  for (orStream_t s : {a, b, static_cast<orStream_t>(nullptr)}) {
+    OR_OK(openreg::launch(s, [&done] {
+      sleepMs(20);
+      done.fetch_add(1);
+    }));
+  }
+  OR_OK(orDeviceSynchronize());
+  EXPECT_EQ(done.load(), 3);
+  OR_OK(orStreamDestroy(a));
+  OR_OK(orStreamDestroy(b));
+}
+
+// The configuration is read once, from the environment, at the first call. Each of these runs in
+// a fresh child process (threadsafe death tests re-execute the binary).
+TEST(DeviceConfig, IsReadFromTheEnvironment) {
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_DEVICE_COUNT", "3", 1);
+        setenv("OPENREG_DEVICE_MEMORY", "64M", 1);
+        setenv("OPENREG_STREAM_WORKERS", "3", 1);
+        int count = 0;
+        orDeviceProp prop;
+        bool good = orGetDeviceCount(&count) == orSuccess && count == 3 &&
+                    orGetDeviceProperties(&prop, 2) == orSuccess &&
+                    prop.totalGlobalMem == (64u << 20) && prop.workerCount == 3;
+        std::exit(good ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(DeviceConfig, InvalidValueFailsInitializationNamingTheVariable) {
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_DEVICE_MEMORY", "lots", 1);
+        int count = 0;
+        orError_t e = orGetDeviceCount(&count);
+        fprintf(stderr, "%s|%s\n", orGetErrorName(e), orGetLastErrorMessage());
+        // Every later call fails the same way.
+        std::exit(e == orErrorInitializationError && orSetDevice(0) == orErrorInitializationError
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "orErrorInitializationError\\|openreg: invalid OPENREG_DEVICE_MEMORY='lots'");
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_DEVICE_COUNT", "0", 1);
+        int count = 0;
+        std::exit(orGetDeviceCount(&count) == orErrorInitializationError &&
+                          std::strstr(orGetLastErrorMessage(), "OPENREG_DEVICE_COUNT") != nullptr
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {
+  int count = 0;
+  OR_OK(orGetDeviceCount(&count));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    void* p = nullptr;
+    const bool good = orMalloc(&p, 64) == orErrorInitializationError &&
+                      std::strstr(orGetLastErrorMessage(), "forked subprocess") != nullptr &&
+                      std::strstr(orGetLastErrorMessage(), "spawn") != nullptr;
+    _exit(good ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent is unaffected.
+  void* p = nullptr;
+  OR_OK(orMalloc(&p, 64));
+  OR_OK(orFree(p));
+}
+
+TEST(DeviceFork, ChildForkedBeforeInitInitializesNormally) {
+  EXPECT_EXIT(
+      {
+        const pid_t pid = fork();
+        if (pid == 0) {
+          int value = 7;
+          int back = 0;
+          void* p = nullptr;
+          const bool good = orMalloc(&p, sizeof value) == orSuccess &&
+                            orMemcpy(p, &value, sizeof value, orMemcpyHostToDevice) == orSuccess &&
+                            orMemcpy(&back, p, sizeof back, orMemcpyDeviceToHost) == orSuccess &&
+                            back == 7;
+          _exit(good ? 0 : 1);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        std::exit(WIFEXITED(status) ? WEXITSTATUS(status) : 2);
+      },
+      ::testing::ExitedWithCode(0), "");
+}

@@ -1,0 +1,264 @@
+// Streams: asynchronous in-order execution, handles, priorities, errors, launch modes, Task.
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "TestUtil.h"
+
+using namespace openreg_test;
+
+TEST(Stream, LaunchReturnsBeforeTheTaskRuns) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  Gate gate;
+  std::atomic<bool> ran{false};
+  OR_OK(launchGate(s, gate));
+  OR_OK(openreg::launch(s, [&ran] { ran.store(true); }));
+  gate.waitEntered();
+  EXPECT_EQ(orStreamQuery(s), orErrorNotReady);  // a dequeued, running task is still pending
+  EXPECT_FALSE(ran.load());
+  gate.open();
+  OR_OK(orStreamSynchronize(s));
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(orStreamQuery(s), orSuccess);
+  OR_OK(orStreamDestroy(s));
+}
+
+TEST(Stream, TasksRunInLaunchOrder) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  std::vector<int> order;
+  for (int i = 0; i < 20000; ++i) OR_OK(openreg::launch(s, [&order, i] { order.push_back(i); }));
+  OR_OK(orStreamSynchronize(s));
+  ASSERT_EQ(order.size(), 20000u);
+  for (int i = 0; i < 20000; ++i) ASSERT_EQ(order[i], i);
+  OR_OK(orStreamDestroy(s));
+}
+
+TEST(Stream, LaunchHostFuncRunsTheFunction) {
+  int counter = 0;
+  auto bump = [](void* arg) { ++*static_cast<int*>(arg); };
+  for (int i = 0; i < 3; ++i) OR_OK(orLaunchHostFunc(nullptr, bump, &counter));
+  OR_OK(orStreamSynchronize(nullptr));
+  EXPECT_EQ(counter, 3);
+  EXPECT_EQ(orLaunchHostFunc(nullptr, nullptr, &counter), orErrorInvalidValue);
+}
+
+TEST(Stream, StreamsOfOneDeviceRunConcurrentlyWithTwoWorkers) {
+  orDeviceProp prop;
+  OR_OK(orGetDeviceProperties(&prop, 0));
+  if (prop.workerCount < 2) GTEST_SKIP() << "needs OPENREG_STREAM_WORKERS >= 2";
+  orStream_t a, b;
+  OR_OK(orStreamCreate(&a));
+  OR_OK(orStreamCreate(&b));
+  Gate gate;
+  std::atomic<bool> ran{false};
+  OR_OK(launchGate(a, gate));
+  OR_OK(openreg::launch(b, [&ran] { ran.store(true); }));
+  OR_OK(orStreamSynchronize(b));  // b is not held up by a's blocked task
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(orStreamQuery(a), orErrorNotReady);
+  gate.open();
+  OR_OK(orStreamSynchronize(a));
+  OR_OK(orStreamDestroy(a));
+  OR_OK(orStreamDestroy(b));
+}
+
+TEST(Stream, HandlesAreValidated) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  OR_OK(orStreamDestroy(s));
+  EXPECT_EQ(orStreamQuery(s), orErrorInvalidResourceHandle);
+  EXPECT_NE(lastMessage().find("not live"), std::string::npos);
+  EXPECT_EQ(orStreamSynchronize(s), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orStreamDestroy(s), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orLaunchHostFunc(
+                s, [](void*) {}, nullptr),
+            orErrorInvalidResourceHandle);
+  EXPECT_EQ(openreg::launch(s, [] {}), orErrorInvalidResourceHandle);
+  int priority = 0;
+  EXPECT_EQ(orStreamGetPriority(s, &priority), orErrorInvalidResourceHandle);
+  // A handle that was never issued.
+  const auto bogus = reinterpret_cast<orStream_t>(0xdeadbeefcafeULL);
+  EXPECT_EQ(orStreamQuery(bogus), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orStreamQuery(reinterpret_cast<orStream_t>(0x12345)), orErrorInvalidResourceHandle);
+}
+
+TEST(Stream, StaleHandleIsRejectedAfterItsSlotIsReused) {
+  orStream_t first, second;
+  OR_OK(orStreamCreate(&first));
+  OR_OK(orStreamDestroy(first));
+  OR_OK(orStreamCreate(&second));  // reuses the slot with a new generation
+  EXPECT_NE(first, second);
+  EXPECT_EQ(orStreamQuery(first), orErrorInvalidResourceHandle);
+  OR_OK(orStreamQuery(second));
+  OR_OK(orStreamDestroy(second));
+}
+
+TEST(Stream, DefaultStreamsCannotBeDestroyedAndAreAddressable) {
+  EXPECT_EQ(orStreamDestroy(nullptr), orErrorNotPermitted);
+  orStream_t d1;
+  OR_OK(orDeviceGetDefaultStream(1, &d1));
+  EXPECT_EQ(orStreamDestroy(d1), orErrorNotPermitted);
+  int device = -1;
+  OR_OK(orStreamGetDevice(d1, &device));
+  EXPECT_EQ(device, 1);
+  // While device 1 is current, the NULL stream is device 1's default stream.
+  OR_OK(orSetDevice(1));
+  Gate gate;
+  OR_OK(launchGate(nullptr, gate));
+  gate.waitEntered();
+  EXPECT_EQ(orStreamQuery(d1), orErrorNotReady);
+  gate.open();
+  OR_OK(orStreamSynchronize(d1));
+  OR_OK(orStreamGetDevice(nullptr, &device));
+  EXPECT_EQ(device, 1);
+  OR_OK(orSetDevice(0));
+}
+
+TEST(Stream, DestroyingAStreamLetsQueuedWorkFinish) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  Gate gate;
+  std::atomic<bool> ran{false};
+  OR_OK(launchGate(s, gate));
+  OR_OK(openreg::launch(s, [&ran] { ran.store(true); }));
+  OR_OK(orStreamDestroy(s));
+  gate.open();
+  OR_OK(orDeviceSynchronize());  // still covers the destroyed stream's work
+  EXPECT_TRUE(ran.load());
+}
+
+TEST(Stream, PriorityIsClampedAndReported) {
+  orStream_t high, low;
+  OR_OK(orStreamCreateWithPriority(&high, 0, -5));
+  OR_OK(orStreamCreateWithPriority(&low, 0, 7));
+  int p = 99;
+  OR_OK(orStreamGetPriority(high, &p));
+  EXPECT_EQ(p, -1);
+  OR_OK(orStreamGetPriority(low, &p));
+  EXPECT_EQ(p, 0);
+  orStream_t bad;
+  EXPECT_EQ(orStreamCreateWithPriority(&bad, 3, 0), orErrorInvalidValue);
+  OR_OK(orStreamDestroy(high));
+  OR_OK(orStreamDestroy(low));
+}
+
+namespace {
+// Runs in a child with one worker: returns the order in which a low- and a high-priority stream,
+// both made ready while the worker was busy, were served.
+std::vector<char> servedOrderWithOneWorker() {
+  setenv("OPENREG_STREAM_WORKERS", "1", 1);
+  orStream_t gateStream;
+  orStream_t low;
+  orStream_t high;
+  orStreamCreate(&gateStream);
+  orStreamCreateWithPriority(&low, 0, 0);
+  orStreamCreateWithPriority(&high, 0, -1);
+  Gate gate;
+  launchGate(gateStream, gate);
+  gate.waitEntered();  // the only worker is busy
+  std::mutex m;
+  std::vector<char> order;
+  auto log = [&](char c) {
+    return [&m, &order, c] {
+      std::lock_guard<std::mutex> l(m);
+      order.push_back(c);
+    };
+  };
+  openreg::launch(low, log('L'));
+  openreg::launch(high, log('H'));
+  gate.open();
+  orDeviceSynchronize();
+  return order;
+}
+}  // namespace
+
+TEST(Stream, HighPriorityStreamsAreServedFirst) {
+  EXPECT_EXIT(std::exit(servedOrderWithOneWorker() == std::vector<char>({'H', 'L'}) ? 0 : 1),
+              ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Stream, LaunchBlockingMakesEveryLaunchSynchronous) {
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_LAUNCH_BLOCKING", "1", 1);
+        std::atomic<bool> ran{false};
+        orError_t e = openreg::launch(nullptr, [&ran] {
+          sleepMs(20);
+          ran.store(true);
+        });
+        bool sawIt = ran.load();
+        orError_t failed =
+            openreg::launch(nullptr, [] { throw std::runtime_error("at the call site"); });
+        bool reported =
+            failed == orErrorLaunchFailure &&
+            std::string(orGetLastErrorMessage()).find("at the call site") != std::string::npos;
+        std::exit(e == orSuccess && sawIt && reported ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Stream, TaskErrorIsReportedOnceAtTheNextSynchronization) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  std::atomic<bool> laterRan{false};
+  OR_OK(
+      openreg::launch(s, [] { throw std::runtime_error("index 7 is out of bounds for size 3"); }));
+  OR_OK(openreg::launch(s, [] { throw std::runtime_error("second failure"); }));
+  OR_OK(openreg::launch(s, [&laterRan] { laterRan.store(true); }));
+  EXPECT_EQ(orStreamSynchronize(s), orErrorLaunchFailure);
+  const std::string message = lastMessage();
+  EXPECT_NE(message.find("a task failed on device 0: index 7 is out of bounds for size 3"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(laterRan.load());
+  OR_OK(orStreamSynchronize(s));  // reported once, then cleared: the device stays usable
+  OR_OK(openreg::launch(s, [] { throw 42; }));
+  EXPECT_EQ(orDeviceSynchronize(), orErrorLaunchFailure);
+  EXPECT_NE(lastMessage().find("non-standard exception"), std::string::npos);
+  OR_OK(orStreamQuery(s));
+  OR_OK(orStreamDestroy(s));
+}
+
+TEST(Task, SmallCallablesAreStoredInlineAndDestroyedOnce) {
+  auto token = std::make_shared<int>(5);
+  {
+    openreg::Task task([token] { ++*token; });
+    EXPECT_EQ(token.use_count(), 2);
+    openreg::Task moved(std::move(task));
+    EXPECT_FALSE(static_cast<bool>(task));
+    EXPECT_EQ(token.use_count(), 2);
+    moved();
+    EXPECT_EQ(*token, 6);
+  }
+  EXPECT_EQ(token.use_count(), 1);
+  // Too large for the inline buffer: kept on the heap, same behaviour.
+  std::array<char, 200> big{};
+  big[199] = 3;
+  int seen = 0;
+  openreg::Task large([big, &seen, token] { seen = big[199]; });
+  openreg::Task other;
+  other = std::move(large);
+  other();
+  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(token.use_count(), 2);
+  other.reset();
+  EXPECT_EQ(token.use_count(), 1);
+  EXPECT_EQ(openreg::launchTask(nullptr, openreg::Task()), orErrorInvalidValue);
+}
+
+TEST(Task, CapturesAreReleasedOnceTheTaskHasRun) {
+  auto token = std::make_shared<int>(0);
+  Gate gate;
+  OR_OK(launchGate(nullptr, gate));
+  OR_OK(openreg::launch(nullptr, [token] { ++*token; }));
+  EXPECT_EQ(token.use_count(), 2);  // held by the queued task
+  gate.open();
+  OR_OK(orStreamSynchronize(nullptr));
+  EXPECT_EQ(*token, 1);
+  EXPECT_EQ(token.use_count(), 1);
+}
