@@ -6,6 +6,8 @@
 #include <openreg/runtime.h>
 #include <openreg/task.hpp>
 
+#include "../runtime/examples/Check.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,15 +19,6 @@
 #include <vector>
 
 namespace {
-
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    orError_t e_ = (call);                                                                        \
-    if (e_ != orSuccess) {                                                                        \
-      std::fprintf(stderr, "%s: %s\n  %s\n", #call, orGetErrorName(e_), orGetLastErrorMessage()); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 using Clock = std::chrono::steady_clock;
 
@@ -59,36 +52,36 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
 
   orStream_t stream;
-  CHECK(orStreamCreate(&stream));
+  OR_CHECK(orStreamCreate(&stream));
 
   // 1. Launch: a stream of 200,000 empty launches, then one synchronize, per launch.
   const double launchC = median(kRepeats, [&] {
     const auto t0 = Clock::now();
-    for (int i = 0; i < kLaunches; ++i) CHECK(orLaunchHostFunc(stream, emptyTask, nullptr));
-    CHECK(orStreamSynchronize(stream));
+    for (int i = 0; i < kLaunches; ++i) OR_CHECK(orLaunchHostFunc(stream, emptyTask, nullptr));
+    OR_CHECK(orStreamSynchronize(stream));
     return seconds(Clock::now() - t0) / kLaunches;
   });
   results.push_back({"orLaunchHostFunc, 200k empty tasks then sync", launchC * 1e9, "ns/launch",
                      "<= 1000", launchC * 1e9 <= 1000});
   const double launchCpp = median(kRepeats, [&] {
     const auto t0 = Clock::now();
-    for (int i = 0; i < kLaunches; ++i) CHECK(openreg::launch(stream, [] {}));
-    CHECK(orStreamSynchronize(stream));
+    for (int i = 0; i < kLaunches; ++i) OR_CHECK(openreg::launch(stream, [] {}));
+    OR_CHECK(orStreamSynchronize(stream));
     return seconds(Clock::now() - t0) / kLaunches;
   });
   results.push_back({"openreg::launch (C++ lambda), same", launchCpp * 1e9, "ns/launch", "", true});
   // Host-side cost alone: enqueue while a task holds the stream, so the worker never competes.
   const double enqueueOnly = median(kRepeats, [&] {
     std::atomic<bool> open{false};
-    CHECK(openreg::launch(stream, [&open] {
+    OR_CHECK(openreg::launch(stream, [&open] {
       while (!open.load()) {
       }
     }));
     const auto t0 = Clock::now();
-    for (int i = 0; i < kLaunches; ++i) CHECK(orLaunchHostFunc(stream, emptyTask, nullptr));
+    for (int i = 0; i < kLaunches; ++i) OR_CHECK(orLaunchHostFunc(stream, emptyTask, nullptr));
     const double s = seconds(Clock::now() - t0) / kLaunches;
     open.store(true);
-    CHECK(orStreamSynchronize(stream));
+    OR_CHECK(orStreamSynchronize(stream));
     return s;
   });
   results.push_back(
@@ -96,13 +89,13 @@ int main(int argc, char** argv) {
 
   // 2. Events: record, query, and a record + synchronize round trip on an idle stream.
   orEvent_t event;
-  CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+  OR_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
   constexpr int kEvents = 100000;
   const double record = median(kRepeats, [&] {
     const auto t0 = Clock::now();
-    for (int i = 0; i < kEvents; ++i) CHECK(orEventRecord(event, stream));
+    for (int i = 0; i < kEvents; ++i) OR_CHECK(orEventRecord(event, stream));
     const double s = seconds(Clock::now() - t0) / kEvents;
-    CHECK(orStreamSynchronize(stream));
+    OR_CHECK(orStreamSynchronize(stream));
     return s;
   });
   results.push_back({"orEventRecord", record * 1e9, "ns/call", "", true});
@@ -118,8 +111,8 @@ int main(int argc, char** argv) {
     constexpr int kTrips = 2000;
     const auto t0 = Clock::now();
     for (int i = 0; i < kTrips; ++i) {
-      CHECK(orEventRecord(event, stream));
-      CHECK(orEventSynchronize(event));
+      OR_CHECK(orEventRecord(event, stream));
+      OR_CHECK(orEventSynchronize(event));
     }
     return seconds(Clock::now() - t0) / kTrips;
   });
@@ -128,25 +121,25 @@ int main(int argc, char** argv) {
 
   // 3. Kernel pointer translation and runtime allocation.
   void* small = nullptr;
-  CHECK(orMalloc(&small, 4096));
+  OR_CHECK(orMalloc(&small, 4096));
   const double translate = median(kRepeats, [&] {
     void* k = nullptr;
     const auto t0 = Clock::now();
     for (int i = 0; i < 1000000; ++i) {
-      CHECK(orGetKernelPointer(&k, static_cast<char*>(small) + (i & 1023)));
+      OR_CHECK(orGetKernelPointer(&k, static_cast<char*>(small) + (i & 1023)));
       asm volatile("" : : "r"(k) : "memory");
     }
     return seconds(Clock::now() - t0) / 1000000;
   });
   results.push_back({"orGetKernelPointer", translate * 1e9, "ns/call", "", true});
-  CHECK(orFree(small));
+  OR_CHECK(orFree(small));
   const double mallocFree = median(kRepeats, [&] {
     constexpr int kPairs = 20000;
     const auto t0 = Clock::now();
     for (int i = 0; i < kPairs; ++i) {
       void* p = nullptr;
-      CHECK(orMalloc(&p, 1 << 20));
-      CHECK(orFree(p));
+      OR_CHECK(orMalloc(&p, 1 << 20));
+      OR_CHECK(orFree(p));
     }
     return seconds(Clock::now() - t0) / kPairs;
   });
@@ -156,15 +149,15 @@ int main(int argc, char** argv) {
   for (size_t bytes : {size_t{8} << 20, size_t{64} << 20}) {
     void* a = nullptr;
     void* b = nullptr;
-    CHECK(orMalloc(&a, bytes));
-    CHECK(orMalloc(&b, bytes));
-    CHECK(orMemsetAsync(a, 1, bytes, stream));
-    CHECK(orMemsetAsync(b, 2, bytes, stream));
+    OR_CHECK(orMalloc(&a, bytes));
+    OR_CHECK(orMalloc(&b, bytes));
+    OR_CHECK(orMemsetAsync(a, 1, bytes, stream));
+    OR_CHECK(orMemsetAsync(b, 2, bytes, stream));
     std::vector<char> hostA(bytes, 1), hostB(bytes, 2);
     void* pinned = nullptr;
-    CHECK(orMallocHost(&pinned, bytes));
+    OR_CHECK(orMallocHost(&pinned, bytes));
     std::memset(pinned, 3, bytes);
-    CHECK(orStreamSynchronize(stream));
+    OR_CHECK(orStreamSynchronize(stream));
     const int copies = bytes >= (size_t{64} << 20) ? 5 : 40;
     const double host = median(kRepeats, [&] {
       const auto t0 = Clock::now();
@@ -177,15 +170,15 @@ int main(int argc, char** argv) {
     const double d2d = median(kRepeats, [&] {
       const auto t0 = Clock::now();
       for (int i = 0; i < copies; ++i)
-        CHECK(orMemcpyAsync(b, a, bytes, orMemcpyDeviceToDevice, stream));
-      CHECK(orStreamSynchronize(stream));
+        OR_CHECK(orMemcpyAsync(b, a, bytes, orMemcpyDeviceToDevice, stream));
+      OR_CHECK(orStreamSynchronize(stream));
       return seconds(Clock::now() - t0) / copies;
     });
     const double h2d = median(kRepeats, [&] {
       const auto t0 = Clock::now();
       for (int i = 0; i < copies; ++i)
-        CHECK(orMemcpyAsync(b, pinned, bytes, orMemcpyHostToDevice, stream));
-      CHECK(orStreamSynchronize(stream));
+        OR_CHECK(orMemcpyAsync(b, pinned, bytes, orMemcpyHostToDevice, stream));
+      OR_CHECK(orStreamSynchronize(stream));
       return seconds(Clock::now() - t0) / copies;
     });
     const std::string size = std::to_string(bytes >> 20) + " MiB";
@@ -194,12 +187,12 @@ int main(int argc, char** argv) {
     results.push_back(
         {"device to device / memcpy " + size, host / d2d, "ratio", ">= 0.9", host / d2d >= 0.9});
     results.push_back({"pinned host to device / memcpy " + size, host / h2d, "ratio", "", true});
-    CHECK(orFreeHost(pinned));
-    CHECK(orFree(a));
-    CHECK(orFree(b));
+    OR_CHECK(orFreeHost(pinned));
+    OR_CHECK(orFree(a));
+    OR_CHECK(orFree(b));
   }
-  CHECK(orEventDestroy(event));
-  CHECK(orStreamDestroy(stream));
+  OR_CHECK(orEventDestroy(event));
+  OR_CHECK(orStreamDestroy(stream));
 
   std::printf("%-52s %12s  %-10s %s\n", "benchmark", "value", "unit", "target");
   for (const auto& r : results) {

@@ -3,7 +3,7 @@
 # already installed are not touched, and nothing is downloaded when nothing is missing.
 set -euo pipefail
 
-APT_PACKAGES=(cmake make g++ ccache libgtest-dev clang-format python3)
+APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

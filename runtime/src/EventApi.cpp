@@ -11,12 +11,6 @@ Event* findEvent(orEvent_t handle) {
   return runtime().events.find(reinterpret_cast<std::uint64_t>(handle));
 }
 
-orError_t badEvent(const char* call) {
-  return fail(orErrorInvalidResourceHandle,
-              std::string("openreg: ") + call +
-                  ": the event handle is not live (destroyed, or never created)");
-}
-
 }  // namespace
 
 extern "C" {
@@ -43,11 +37,10 @@ orError_t orEventCreateWithFlags(orEvent_t* out, unsigned int flags) {
 orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return badEvent("orEventRecord");
+  if (event == nullptr) return invalidEvent("orEventRecord");
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventRecord: the stream handle is not live");
+    return invalidStream("orEventRecord");
   }
   if (stream->device() != event->device()) {
     return fail(orErrorInvalidResourceHandle,
@@ -66,7 +59,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
 orError_t orEventQuery(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return badEvent("orEventQuery");
+  if (event == nullptr) return invalidEvent("orEventQuery");
   std::shared_ptr<EventRecord> record = event->latest();
   return record == nullptr || record->done() ? orSuccess : orErrorNotReady;
 }
@@ -74,7 +67,7 @@ orError_t orEventQuery(orEvent_t handle) {
 orError_t orEventSynchronize(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return badEvent("orEventSynchronize");
+  if (event == nullptr) return invalidEvent("orEventSynchronize");
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(runtime().config.workerSpinMicros);
   }
@@ -86,7 +79,7 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
   if (ms == nullptr) return orErrorInvalidValue;
   Event* start = findEvent(startHandle);
   Event* end = findEvent(endHandle);
-  if (start == nullptr || end == nullptr) return badEvent("orEventElapsedTime");
+  if (start == nullptr || end == nullptr) return invalidEvent("orEventElapsedTime");
   if (!start->timing() || !end->timing()) {
     return fail(orErrorInvalidResourceHandle,
                 "openreg: orEventElapsedTime: both events need timing (created without "
@@ -110,7 +103,7 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
 orError_t orEventDestroy(orEvent_t handle) {
   OR_ENTER();
   if (runtime().events.erase(reinterpret_cast<std::uint64_t>(handle)) == nullptr) {
-    return badEvent("orEventDestroy");
+    return invalidEvent("orEventDestroy");
   }
   return orSuccess;
 }

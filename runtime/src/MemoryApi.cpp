@@ -207,8 +207,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orMemcpyAsync: the stream handle is not live");
+    return invalidStream("orMemcpyAsync");
   }
   if (count == 0) return orSuccess;
   Side d, s;
@@ -218,15 +217,10 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
     std::memmove(dst, src, count);  // CUDA runs pageable host-to-host copies synchronously too
     return orSuccess;
   }
-  const std::uint64_t ticket = enqueueCopy(*stream, dst, src, count, d, s);
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
-  if (pageable || runtime().config.launchBlocking) {
-    stream->waitFor(ticket);
-    return stream->takeError();
-  }
-  return orSuccess;
+  return finishLaunch(*stream, enqueueCopy(*stream, dst, src, count, d, s), pageable);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
@@ -239,16 +233,14 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
     return orSuccess;
   }
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
-  stream.waitFor(enqueueCopy(stream, dst, src, count, d, s));
-  return stream.takeError();
+  return finishLaunch(stream, enqueueCopy(stream, dst, src, count, d, s), /*mustComplete=*/true);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orMemsetAsync: the stream handle is not live");
+    return invalidStream("orMemsetAsync");
   }
   if (count == 0) return orSuccess;
   Device* d = deviceOfPointer(devPtr);
@@ -262,12 +254,7 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
   void* k = d->memory.toKernel(devPtr);
   StreamOp op;
   op.task = Task([k, value, count] { std::memset(k, value, count); });
-  const std::uint64_t ticket = stream->enqueue(std::move(op));
-  if (runtime().config.launchBlocking) {
-    stream->waitFor(ticket);
-    return stream->takeError();
-  }
-  return orSuccess;
+  return finishLaunch(*stream, stream->enqueue(std::move(op)));
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {

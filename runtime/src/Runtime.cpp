@@ -118,6 +118,25 @@ Stream* resolveStream(orStream_t handle) {
   return runtime().streams.find(reinterpret_cast<std::uint64_t>(handle));
 }
 
+orError_t invalidStream(const char* call) {
+  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call +
+                                                ": the stream handle is not live (destroyed, or "
+                                                "never created)");
+}
+
+orError_t invalidEvent(const char* call) {
+  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call +
+                                                ": the event handle is not live (destroyed, or "
+                                                "never created)");
+}
+
+// [marker: finish-launch]
+orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete) {
+  if (!mustComplete && !runtime().config.launchBlocking) return orSuccess;
+  stream.waitFor(ticket);
+  return stream.takeError();
+}
+
 void pruneStreamsLocked(Device& d) {
   auto& s = d.streams;
   s.erase(

@@ -92,6 +92,16 @@ const char* lastErrorMessage();
 // Resolves a stream handle (0: the current device's default stream). nullptr if not live.
 Stream* resolveStream(orStream_t handle);
 
+// The error for a stream handle that is not live, naming the API call.
+orError_t invalidStream(const char* call);
+// The same for an event handle.
+orError_t invalidEvent(const char* call);
+
+// Ends every launch-like call (task, copy, memset) that enqueued `ticket` on `stream`: returns at
+// once, unless `mustComplete` or OPENREG_LAUNCH_BLOCKING asks for completion, in which case it
+// waits and returns the stream's task error, if any.
+orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete = false);
+
 // Synchronizes every stream of `d`, returning the first pending task error.
 orError_t synchronizeDevice(Device& d);
 

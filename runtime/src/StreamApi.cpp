@@ -10,12 +10,6 @@ using namespace openreg;
 
 namespace {
 
-orError_t badStream(const char* call) {
-  return fail(orErrorInvalidResourceHandle,
-              std::string("openreg: ") + call +
-                  ": the stream handle is not live (destroyed, or never created)");
-}
-
 orError_t createStream(orStream_t* out, int priority) {
   if (out == nullptr) return orErrorInvalidValue;
   Device& d = device(currentDevice());
@@ -41,16 +35,11 @@ namespace openreg {
 orError_t launchTask(orStream_t handle, Task&& task) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("launch");
+  if (stream == nullptr) return invalidStream("launch");
   if (!task) return fail(orErrorInvalidValue, "openreg: launch: empty task");
   StreamOp op;
   op.task = std::move(task);
-  const std::uint64_t ticket = stream->enqueue(std::move(op));
-  if (runtime().config.launchBlocking) {
-    stream->waitFor(ticket);
-    return stream->takeError();
-  }
-  return orSuccess;
+  return finishLaunch(*stream, stream->enqueue(std::move(op)));
 }
 
 }  // namespace openreg
@@ -73,7 +62,7 @@ orError_t orStreamGetPriority(orStream_t handle, int* priority) {
   OR_ENTER();
   if (priority == nullptr) return orErrorInvalidValue;
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamGetPriority");
+  if (stream == nullptr) return invalidStream("orStreamGetPriority");
   *priority = stream->priority();
   return orSuccess;
 }
@@ -82,7 +71,7 @@ orError_t orStreamGetDevice(orStream_t handle, int* index) {
   OR_ENTER();
   if (index == nullptr) return orErrorInvalidValue;
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamGetDevice");
+  if (stream == nullptr) return invalidStream("orStreamGetDevice");
   *index = stream->device();
   return orSuccess;
 }
@@ -90,13 +79,14 @@ orError_t orStreamGetDevice(orStream_t handle, int* index) {
 orError_t orStreamDestroy(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamDestroy");
+  if (stream == nullptr) return invalidStream("orStreamDestroy");
   if (stream->isDefault()) {
     return fail(orErrorNotPermitted,
                 "openreg: orStreamDestroy: a default stream cannot be destroyed");
   }
   std::shared_ptr<Stream> owned = runtime().streams.erase(reinterpret_cast<std::uint64_t>(handle));
-  if (owned == nullptr) return badStream("orStreamDestroy");  // lost a race with another destroy
+  if (owned == nullptr)
+    return invalidStream("orStreamDestroy");  // lost a race with another destroy
   owned->markDestroyed();
   return orSuccess;
 }
@@ -104,7 +94,7 @@ orError_t orStreamDestroy(orStream_t handle) {
 orError_t orStreamQuery(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamQuery");
+  if (stream == nullptr) return invalidStream("orStreamQuery");
   if (!stream->idle()) return orErrorNotReady;
   return stream->takeError();
 }
@@ -112,7 +102,7 @@ orError_t orStreamQuery(orStream_t handle) {
 orError_t orStreamSynchronize(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamSynchronize");
+  if (stream == nullptr) return invalidStream("orStreamSynchronize");
   stream->waitFor(stream->submitted());
   return stream->takeError();
 }
@@ -121,11 +111,10 @@ orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned i
   OR_ENTER();
   if (flags != 0) return fail(orErrorInvalidValue, "openreg: orStreamWaitEvent: flags must be 0");
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return badStream("orStreamWaitEvent");
+  if (stream == nullptr) return invalidStream("orStreamWaitEvent");
   Event* event = runtime().events.find(reinterpret_cast<std::uint64_t>(eventHandle));
   if (event == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orStreamWaitEvent: the event handle is not live");
+    return invalidEvent("orStreamWaitEvent");
   }
   std::shared_ptr<EventRecord> record = event->latest();
   if (record == nullptr || record->done()) return orSuccess;  // nothing to wait for
