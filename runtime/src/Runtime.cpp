@@ -80,8 +80,7 @@ orError_t initializeSlow() {
     gState.store(State::Failed, std::memory_order_release);
     return fail(orErrorInitializationError, gInitError);
   }
-  Runtime* rt = gRuntime;
-  if (rt->config.faultHandler) installFaultHandler();
+  if (gRuntime->config.faultHandler) installFaultHandler();
   gState.store(State::Ready, std::memory_order_release);
   return orSuccess;
 }
