@@ -42,7 +42,7 @@ void EventRecord::wait(int spinMicros) {
 }
 
 std::shared_ptr<EventRecord> Event::newRecord() {
-  auto record = std::make_shared<EventRecord>(device_);
+  auto record = std::make_shared<EventRecord>();
   std::lock_guard<std::mutex> lock(mutex_);
   latest_ = record;
   return record;

@@ -23,9 +23,6 @@ class Stream;
 
 class EventRecord {
  public:
-  explicit EventRecord(int device) : device_(device) {}
-
-  int device() const { return device_; }
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
   std::int64_t timeNs() const { return timeNs_; }
@@ -38,7 +35,6 @@ class EventRecord {
   void wait(int spinMicros);
 
  private:
-  const int device_;
   std::atomic<bool> done_{false};
   std::int64_t timeNs_ = 0;
   std::mutex mutex_;
