@@ -18,34 +18,34 @@ orError_t invalidDevice(int index) {
 extern "C" {
 
 orError_t orGetDeviceCount(int* count) {
-  OR_ENTER();
+  OR_ENTER_CONFIGURED();
   if (count == nullptr) return orErrorInvalidValue;
   *count = deviceCount();
   return orSuccess;
 }
 
 orError_t orSetDevice(int index) {
-  OR_ENTER();
+  OR_ENTER_CONFIGURED();
   if (index < 0 || index >= deviceCount()) return invalidDevice(index);
   currentDeviceSlot() = index;
   return orSuccess;
 }
 
 orError_t orGetDevice(int* index) {
-  OR_ENTER();
+  OR_ENTER_CONFIGURED();
   if (index == nullptr) return orErrorInvalidValue;
   *index = currentDevice();
   return orSuccess;
 }
 
 orError_t orGetDeviceProperties(orDeviceProp* prop, int index) {
-  OR_ENTER();
+  OR_ENTER_CONFIGURED();
   if (prop == nullptr) return orErrorInvalidValue;
   if (index < 0 || index >= deviceCount()) return invalidDevice(index);
   *prop = orDeviceProp{};
   std::snprintf(prop->name, sizeof(prop->name), "OpenReg Emulated Device");
-  prop->totalGlobalMem = device(index).memory.capacity();
-  prop->workerCount = device(index).executor->workerCount();
+  prop->totalGlobalMem = runtime().config.deviceMemory;
+  prop->workerCount = runtime().config.streamWorkers;
   prop->memoryAlignment = DeviceMemory::kAlignment;
   prop->major = 1;
   prop->minor = 0;
@@ -67,7 +67,7 @@ orError_t orMemGetInfo(size_t* free, size_t* total) {
 }
 
 orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
-  OR_ENTER();
+  OR_ENTER_CONFIGURED();
   if (leastPriority != nullptr) *leastPriority = kLeastStreamPriority;
   if (greatestPriority != nullptr) *greatestPriority = kGreatestStreamPriority;
   return orSuccess;

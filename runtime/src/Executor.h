@@ -28,7 +28,6 @@ class Executor {
   void schedule(std::shared_ptr<Stream> stream);
   // True when some other stream is waiting for a worker (used by a running stream to yield).
   bool hasReadyStreams() const { return readyCount_.load(std::memory_order_relaxed) > 0; }
-  int workerCount() const { return static_cast<int>(threads_.size()); }
 
  private:
   void workerLoop();

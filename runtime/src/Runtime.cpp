@@ -32,8 +32,7 @@ void atforkChild() {
   }
 }
 
-std::string initialize(Runtime& rt) {
-  if (std::string error = readConfigFromEnvironment(rt.config); !error.empty()) return error;
+std::string createDevices(Runtime& rt) {
   for (int i = 0; i < rt.config.deviceCount; ++i) {
     auto d = std::make_unique<Device>();
     d->index = i;
@@ -52,7 +51,7 @@ std::string initialize(Runtime& rt) {
 
 }  // namespace
 
-orError_t initializeSlow() {
+orError_t initializeSlow(State wanted) {
   std::lock_guard<std::mutex> lock(gInitMutex);
   switch (gState.load(std::memory_order_acquire)) {
     case State::Ready:
@@ -60,22 +59,34 @@ orError_t initializeSlow() {
     case State::Failed:
       return fail(orErrorInitializationError, gInitError);
     case State::ForkedChild:
+      if (wanted == State::Configured) return orSuccess;
       return fail(orErrorInitializationError,
                   "openreg: cannot re-initialize the runtime in a forked subprocess: it was "
                   "initialized in the parent, whose device workers the child does not have. Use "
                   "the 'spawn' start method to use openreg devices in a subprocess.");
-    case State::Uninitialized:
+    case State::Uninitialized: {
+      static bool atforkRegistered = false;
+      if (!atforkRegistered) {
+        pthread_atfork(atforkPrepare, atforkParent, atforkChild);
+        atforkRegistered = true;
+      }
+      // Never freed (see Note [Runtime initialization]), even when a later step fails: devices
+      // set up before the failure have idle workers that still point into it.
+      gRuntime = new Runtime();
+      gInitError = readConfigFromEnvironment(gRuntime->config);
+      if (!gInitError.empty()) {
+        gState.store(State::Failed, std::memory_order_release);
+        return fail(orErrorInitializationError, gInitError);
+      }
+      gState.store(State::Configured, std::memory_order_release);
+      if (wanted == State::Configured) return orSuccess;
+      break;
+    }
+    case State::Configured:
+      if (wanted == State::Configured) return orSuccess;
       break;
   }
-  static bool atforkRegistered = false;
-  if (!atforkRegistered) {
-    pthread_atfork(atforkPrepare, atforkParent, atforkChild);
-    atforkRegistered = true;
-  }
-  // Never freed (see Note [Runtime initialization]), even when initialization fails: devices set
-  // up before the failure have idle workers that still point into it.
-  gRuntime = new Runtime();
-  gInitError = initialize(*gRuntime);
+  gInitError = createDevices(*gRuntime);
   if (!gInitError.empty()) {
     gState.store(State::Failed, std::memory_order_release);
     return fail(orErrorInitializationError, gInitError);

@@ -2,13 +2,18 @@
 // entry check every API function starts with.
 //
 // Note [Runtime initialization]
-// The runtime initializes lazily, on the first API call, under a mutex (not std::call_once, which
-// cannot be reset in a forked child). The configuration is read once then. Devices, their
-// workers and the tables are never destroyed: worker threads may still run at exit, and tearing
-// them down from a static destructor would race with them.
-// A child forked after initialization inherits the memory but not the worker threads, so every
-// API call in it returns orErrorInitializationError with a message saying to use spawn; a child
-// forked before initialization initializes normally.
+// The runtime initializes lazily and in two steps, under a mutex (not std::call_once, which
+// cannot be reset in a forked child):
+//  1. configured: the environment is read, once. Enough for device queries (count, current
+//     device, properties, priority range), which therefore start no thread and map no memory.
+//  2. ready: each device's address space, workers and default stream exist. Every call that
+//     touches memory, streams or events gets here first.
+// Devices, their workers and the tables are never destroyed: worker threads may still run at
+// exit, and tearing them down from a static destructor would race with them.
+// A child forked after step 2 inherits the memory but not the worker threads, so every call in it
+// that needs step 2 returns orErrorInitializationError with a message saying to use spawn; device
+// queries keep working, as torch.cuda.device_count() does in such a child. A child forked before
+// step 2 initializes normally, so asking how many devices there are never poisons fork.
 #pragma once
 
 #include <openreg/runtime.h>
@@ -52,25 +57,36 @@ struct Runtime {
 };
 
 namespace detail {
-enum class State : int { Uninitialized, Ready, Failed, ForkedChild };
+enum class State : int { Uninitialized, Configured, Ready, Failed, ForkedChild };
 extern std::atomic<State> gState;
 extern Runtime* gRuntime;
-orError_t initializeSlow();
+orError_t initializeSlow(State wanted);
 }  // namespace detail
 
-// Initializes on first use; returns orSuccess when the runtime is usable.
-inline orError_t ensureInitialized() {
-  if (detail::gState.load(std::memory_order_acquire) == detail::State::Ready) return orSuccess;
-  return detail::initializeSlow();
+// Step 1 of Note [Runtime initialization]: the configuration is read; runtime().config is valid.
+inline orError_t ensureConfigured() {
+  const detail::State state = detail::gState.load(std::memory_order_acquire);
+  if (state == detail::State::Ready || state == detail::State::Configured ||
+      state == detail::State::ForkedChild) {
+    return orSuccess;
+  }
+  return detail::initializeSlow(detail::State::Configured);
 }
 
-// Valid after ensureInitialized() returned orSuccess.
+// Step 2: devices exist; returns orSuccess when the runtime is usable.
+inline orError_t ensureInitialized() {
+  if (detail::gState.load(std::memory_order_acquire) == detail::State::Ready) return orSuccess;
+  return detail::initializeSlow(detail::State::Ready);
+}
+
+// Valid after ensureConfigured() returned orSuccess.
 inline Runtime& runtime() {
   return *detail::gRuntime;
 }
 inline int deviceCount() {
-  return static_cast<int>(runtime().devices.size());
+  return runtime().config.deviceCount;
 }
+// Valid after ensureInitialized() returned orSuccess.
 inline Device& device(int index) {
   return *runtime().devices[index];
 }
@@ -108,7 +124,15 @@ orError_t synchronizeDevice(Device& d);
 // Drops destroyed streams that have drained from d.streams. Caller holds d.streamsMutex.
 void pruneStreamsLocked(Device& d);
 
-// Every API function begins with this.
+// Device queries begin with this: configuration only, see Note [Runtime initialization].
+#define OR_ENTER_CONFIGURED()                                           \
+  do {                                                                  \
+    if (const orError_t or_enter_error = ::openreg::ensureConfigured(); \
+        or_enter_error != orSuccess)                                    \
+      return or_enter_error;                                            \
+  } while (0)
+
+// Every other API function begins with this.
 #define OR_ENTER()                                                       \
   do {                                                                   \
     if (const orError_t or_enter_error = ::openreg::ensureInitialized(); \

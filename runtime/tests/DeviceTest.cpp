@@ -152,17 +152,22 @@ TEST(DeviceConfig, InvalidValueFailsInitializationNamingTheVariable) {
 }
 
 TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {
-  int count = 0;
-  OR_OK(orGetDeviceCount(&count));
+  void* before = nullptr;
+  OR_OK(orMalloc(&before, 64));  // devices are set up, workers run
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     void* p = nullptr;
+    int count = 0;
     const bool good = orMalloc(&p, 64) == orErrorInitializationError &&
                       std::strstr(orGetLastErrorMessage(), "forked subprocess") != nullptr &&
-                      std::strstr(orGetLastErrorMessage(), "spawn") != nullptr;
+                      std::strstr(orGetLastErrorMessage(), "spawn") != nullptr &&
+                      orStreamSynchronize(nullptr) == orErrorInitializationError &&
+                      // Device queries still answer, as torch.cuda.device_count() does.
+                      orGetDeviceCount(&count) == orSuccess && count == 2;
     _exit(good ? 0 : 1);
   }
+  OR_OK(orFree(before));
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
@@ -171,6 +176,31 @@ TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {
   void* p = nullptr;
   OR_OK(orMalloc(&p, 64));
   OR_OK(orFree(p));
+}
+
+TEST(DeviceFork, DeviceQueriesDoNotPoisonFork) {
+  EXPECT_EXIT(
+      {
+        int count = 0;
+        int current = -1;
+        orDeviceProp prop;
+        int least = 0;
+        int greatest = 0;
+        orGetDeviceCount(&count);
+        orGetDeviceProperties(&prop, 1);
+        orSetDevice(1);
+        orGetDevice(&current);
+        orDeviceGetStreamPriorityRange(&least, &greatest);
+        const pid_t pid = fork();
+        if (pid == 0) {
+          void* p = nullptr;
+          _exit(orMalloc(&p, 64) == orSuccess && orFree(p) == orSuccess ? 0 : 1);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        std::exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 && current == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(DeviceFork, ChildForkedBeforeInitInitializesNormally) {
