@@ -2,14 +2,15 @@
 # See README.md. Build trees live under build/ (release, asan, tsan).
 
 JOBS ?= $(shell nproc)
+PYTHON := $(CURDIR)/.venv/bin/python
 CMAKE_COMMON := -DOPENREG_BUILD_TESTS=ON
-SOURCES = $(shell find runtime bench -name '*.h' -o -name '*.hpp' -o -name '*.cpp' -o -name '*.c')
+SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -name '*.hpp' -o -name '*.cpp' -o -name '*.c')
 
 # Sanitizer runs: shorter stress loops, and no 1 s sleep at exit per TSan process.
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime sanitize check-docs check-format format demo bench clean
+.PHONY: all setup build test test-runtime test-python sanitize check-docs check-format format demo bench clean
 
 all: build
 
@@ -17,8 +18,11 @@ setup:
 	@scripts/setup.sh
 
 # Configure once per tree, then let CMake's own dependency tracking decide what to rebuild.
+# The release tree builds everything, the PyTorch backend included, against the venv's torch.
 build/release/CMakeCache.txt:
-	cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON)
+	cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) -DOPENREG_BUILD_TORCH=ON \
+	  -DPython3_EXECUTABLE=$(PYTHON) \
+	  -DCMAKE_PREFIX_PATH=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 build/asan/CMakeCache.txt:
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DOPENREG_BUILD_BENCH=OFF \
 	  -DOPENREG_SANITIZE=address,undefined $(CMAKE_COMMON)
@@ -28,6 +32,15 @@ build/tsan/CMakeCache.txt:
 
 build: setup build/release/CMakeCache.txt
 	cmake --build build/release -j $(JOBS)
+	@$(MAKE) --no-print-directory .venv/.openreg-installed
+
+# An editable install into the venv: the package (and its entry point for autoload) points at
+# torch_openreg/ in this tree, where the build writes the shared objects; rebuilding needs no
+# reinstall. setup.py reuses build/release instead of configuring a tree of its own.
+.venv/.openreg-installed: pyproject.toml setup.py
+	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release $(PYTHON) -m pip install -q \
+	  --disable-pip-version-check --no-build-isolation --no-deps -e .
+	touch $@
 
 test-runtime: build
 	cd build/release && ctest -j $(JOBS) --output-on-failure
@@ -38,6 +51,9 @@ sanitize: setup build/asan/CMakeCache.txt build/tsan/CMakeCache.txt
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && $(SANITIZER_ENV) ctest -j $(JOBS) --output-on-failure
 
+test-python: build
+	$(PYTHON) -m pytest -q tests
+
 check-docs:
 	python3 tools/check_doc_markers.py
 
@@ -47,7 +63,7 @@ check-format: setup
 format: setup
 	clang-format -i $(SOURCES)
 
-test: check-format check-docs test-runtime sanitize
+test: check-format check-docs test-runtime sanitize test-python
 
 demo: build
 	build/release/runtime/runtime_tour

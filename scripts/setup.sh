@@ -3,7 +3,7 @@
 # already installed are not touched, and nothing is downloaded when nothing is missing.
 set -euo pipefail
 
-APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3)
+APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3 python3-venv python3-dev)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -22,4 +22,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The Python environment: .venv/ at the repository root, with the pinned torch and the test
+# dependencies. Recreated only when requirements-dev.txt changes.
+VENV=.venv
+STAMP=$VENV/.requirements-installed
+if [ ! -f "$STAMP" ] || [ requirements-dev.txt -nt "$STAMP" ]; then
+  echo "setup: preparing $VENV (torch 2.13.0, CPU build, and test dependencies)"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  touch "$STAMP"
 fi

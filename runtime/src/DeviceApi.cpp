@@ -17,6 +17,11 @@ orError_t invalidDevice(int index) {
 
 extern "C" {
 
+orError_t orInit(unsigned int flags) {
+  OR_ENTER();
+  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, "openreg: orInit: flags must be 0");
+}
+
 orError_t orGetDeviceCount(int* count) {
   OR_ENTER_CONFIGURED();
   if (count == nullptr) return orErrorInvalidValue;

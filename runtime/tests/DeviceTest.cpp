@@ -152,8 +152,10 @@ TEST(DeviceConfig, InvalidValueFailsInitializationNamingTheVariable) {
 }
 
 TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {
+  EXPECT_EQ(orInit(1), orErrorInvalidValue);
+  OR_OK(orInit(0));  // devices are set up, workers run
   void* before = nullptr;
-  OR_OK(orMalloc(&before, 64));  // devices are set up, workers run
+  OR_OK(orMalloc(&before, 64));
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

@@ -73,6 +73,12 @@ OPENREG_RUNTIME_API const char* orGetErrorString(orError_t error);
  * the next runtime call on this thread. Calling it does not clear the message. */
 OPENREG_RUNTIME_API const char* orGetLastErrorMessage(void);
 
+/* Initializes the runtime now: reads the configuration and sets up every device (address range,
+ * workers, default stream). Optional, as every call initializes what it needs; device queries
+ * (count, current device, properties) need only the configuration and set up no device, so they
+ * never make a later fork() unsafe. flags must be 0. orErrorInitializationError as for any call. */
+OPENREG_RUNTIME_API orError_t orInit(unsigned int flags);
+
 /* [out] version: OPENREG_RUNTIME_VERSION of the library. orErrorInvalidValue if NULL. */
 OPENREG_RUNTIME_API orError_t orRuntimeGetVersion(int* version);
 

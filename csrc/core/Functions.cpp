@@ -1,0 +1,64 @@
+#include "core/Functions.h"
+
+#include <c10/util/Exception.h>
+#include <openreg/runtime.h>
+
+#include "core/Exception.h"
+
+namespace openreg {
+
+c10::DeviceIndex device_count() noexcept {
+  static const c10::DeviceIndex count = [] {
+    int n = 0;
+    return orGetDeviceCount(&n) == orSuccess ? static_cast<c10::DeviceIndex>(n)
+                                             : c10::DeviceIndex{0};
+  }();
+  return count;
+}
+
+void check_device_index(c10::DeviceIndex device) {
+  if (device >= 0 && device < device_count()) return;
+  if (device_count() == 0) {
+    int n = 0;
+    OPENREG_CHECK(orGetDeviceCount(&n));  // raises the runtime's reason
+  }
+  TORCH_CHECK(false, "openreg: invalid device index ", static_cast<int>(device), ": there are ",
+              static_cast<int>(device_count()), " openreg devices (indices 0 to ",
+              static_cast<int>(device_count()) - 1,
+              "); set OPENREG_DEVICE_COUNT before the first use to have more");
+}
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  OPENREG_CHECK(orGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_device(c10::DeviceIndex device) {
+  check_device_index(device);
+  OPENREG_CHECK(orSetDevice(device));
+}
+
+c10::DeviceIndex ExchangeDevice(c10::DeviceIndex device) {
+  const c10::DeviceIndex previous = current_device();
+  if (device != previous) set_device(device);
+  return previous;
+}
+
+c10::DeviceIndex MaybeExchangeDevice(c10::DeviceIndex device) {
+  if (device < 0) return current_device();
+  return ExchangeDevice(device);
+}
+
+void device_synchronize(c10::DeviceIndex device) {
+  DeviceScope scope(device);
+  OPENREG_CHECK(orDeviceSynchronize());
+}
+
+DeviceScope::DeviceScope(c10::DeviceIndex device) : previous_(ExchangeDevice(device)) {}
+
+DeviceScope::~DeviceScope() {
+  OPENREG_WARN(orSetDevice(previous_));
+}
+
+}  // namespace openreg

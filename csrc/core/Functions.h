@@ -1,0 +1,41 @@
+// Device management for the torch layer, named as in c10/cuda/CUDAFunctions.h.
+//
+// device_count() is noexcept and caches the runtime's answer: PyTorch calls it on paths that must
+// not throw (DeviceGuardImplInterface::deviceCount), and the count cannot change while the
+// process runs. If the runtime cannot initialize it reports 0 devices; the first call that needs
+// a device then raises the runtime's reason.
+// Every other function throws a c10 error naming the bad index and the device count.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include "core/Macros.h"
+
+namespace openreg {
+
+OPENREG_TORCH_API c10::DeviceIndex device_count() noexcept;
+OPENREG_TORCH_API c10::DeviceIndex current_device();
+OPENREG_TORCH_API void set_device(c10::DeviceIndex device);
+// Sets `device` and returns the previous current device.
+OPENREG_TORCH_API c10::DeviceIndex ExchangeDevice(c10::DeviceIndex device);
+// Like ExchangeDevice, for callers that may pass -1 ("no device"): then nothing changes.
+OPENREG_TORCH_API c10::DeviceIndex MaybeExchangeDevice(c10::DeviceIndex device);
+// Blocks until all work on `device` has completed.
+OPENREG_TORCH_API void device_synchronize(c10::DeviceIndex device);
+// Throws unless 0 <= device < device_count(), naming the count and OPENREG_DEVICE_COUNT.
+OPENREG_TORCH_API void check_device_index(c10::DeviceIndex device);
+
+// RAII: makes `device` current for the scope when it differs. For code inside this library that
+// must call device-relative runtime functions; PyTorch code uses c10::DeviceGuard instead.
+class OPENREG_TORCH_API DeviceScope {
+ public:
+  explicit DeviceScope(c10::DeviceIndex device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+}  // namespace openreg

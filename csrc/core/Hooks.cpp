@@ -1,0 +1,71 @@
+#include "core/Hooks.h"
+
+#include <c10/util/Exception.h>
+#include <openreg/runtime.h>
+
+#include <atomic>
+
+#include "core/Exception.h"
+#include "core/Functions.h"
+
+namespace openreg {
+namespace {
+std::atomic<bool> gInitialized{false};
+}
+
+bool Hooks::isAvailable() const {
+  return device_count() > 0;
+}
+
+bool Hooks::hasPrimaryContext(c10::DeviceIndex device_index) const {
+  check_device_index(device_index);
+  return gInitialized.load(std::memory_order_acquire);
+}
+
+// [marker: hooks-init]
+void Hooks::init() const {
+  OPENREG_CHECK(orInit(0));  // sets up every device, or raises why it cannot
+  gInitialized.store(true, std::memory_order_release);
+}
+
+c10::DeviceIndex Hooks::deviceCount() const {
+  return device_count();
+}
+void Hooks::setCurrentDevice(c10::DeviceIndex device) const {
+  set_device(device);
+}
+c10::DeviceIndex Hooks::getCurrentDevice() const {
+  return current_device();
+}
+c10::DeviceIndex Hooks::exchangeDevice(c10::DeviceIndex device) const {
+  return ExchangeDevice(device);
+}
+c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
+  return MaybeExchangeDevice(device);
+}
+
+// [marker: hooks-pointers]
+at::Device Hooks::getDeviceFromPtr(void* data) const {
+  orPointerAttributes attributes;
+  OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
+  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "openreg: the pointer ", data,
+              " is not openreg device memory");
+  return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(attributes.device));
+}
+
+bool Hooks::isPinnedPtr(const void* data) const {
+  orPointerAttributes attributes;
+  return orPointerGetAttributes(&attributes, data) == orSuccess &&
+         attributes.type == orMemoryTypeHost;
+}
+
+namespace {
+// [marker: hooks-registration]
+const bool gRegistered = [] {
+  static Hooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+  return true;
+}();
+}  // namespace
+
+}  // namespace openreg

@@ -1,0 +1,155 @@
+#include "core/Stream.h"
+
+#include <c10/util/Exception.h>
+#include <openreg/task.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/Exception.h"
+#include "core/Functions.h"
+
+namespace openreg {
+namespace {
+
+using c10::DeviceIndex;
+using c10::StreamId;
+
+// See Note [OpenReg stream ids].
+struct DevicePools {
+  std::once_flag created;
+  std::array<StreamId, kStreamsPerPool> streams[2];  // [0] normal, [1] high priority
+  std::atomic<uint32_t> next[2]{};
+  std::atomic<StreamId> defaultHandle{0};  // the default stream's runtime handle, mapped to id 0
+};
+
+std::vector<DevicePools>& pools() {
+  static std::vector<DevicePools> all(static_cast<size_t>(device_count()));
+  return all;
+}
+
+DeviceIndex resolve(DeviceIndex device) {
+  if (device < 0) return current_device();
+  check_device_index(device);
+  return device;
+}
+
+StreamId defaultHandle(DeviceIndex device) {
+  DevicePools& p = pools()[device];
+  // Written once per device; a race stores the same value twice.
+  StreamId handle = p.defaultHandle.load(std::memory_order_relaxed);
+  if (handle == 0) {
+    orStream_t s = nullptr;
+    OPENREG_CHECK(orDeviceGetDefaultStream(device, &s));
+    handle = reinterpret_cast<StreamId>(s);
+    p.defaultHandle.store(handle, std::memory_order_relaxed);
+  }
+  return handle;
+}
+
+void createPools(DeviceIndex device) {
+  DevicePools& p = pools()[device];
+  std::call_once(p.created, [&] {
+    DeviceScope scope(device);
+    int least = 0, greatest = 0;
+    OPENREG_CHECK(orDeviceGetStreamPriorityRange(&least, &greatest));
+    for (int high = 0; high < 2; ++high) {
+      for (auto& id : p.streams[high]) {
+        orStream_t s = nullptr;
+        OPENREG_CHECK(orStreamCreateWithPriority(&s, 0, high ? greatest : least));
+        id = reinterpret_cast<StreamId>(s);
+      }
+    }
+  });
+}
+
+// The per-thread current stream id of each device; 0 (the default stream) until set.
+std::vector<StreamId>& currentIds() {
+  thread_local std::vector<StreamId> ids(static_cast<size_t>(device_count()), 0);
+  return ids;
+}
+
+c10::Stream makeStream(DeviceIndex device, StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+}  // namespace
+
+OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "openreg: expected an openreg stream, got a stream of device type ",
+              stream.device_type());
+}
+
+orStream_t OpenRegStream::stream() const {
+  const StreamId id = stream_.id();
+  return reinterpret_cast<orStream_t>(id == 0 ? defaultHandle(stream_.device_index()) : id);
+}
+
+int OpenRegStream::priority() const {
+  int priority = 0;
+  OPENREG_CHECK(orStreamGetPriority(stream(), &priority));
+  return priority;
+}
+
+bool OpenRegStream::query() const {
+  const orError_t status = orStreamQuery(stream());
+  if (status == orErrorNotReady) return false;
+  OPENREG_CHECK(status);
+  return true;
+}
+
+void OpenRegStream::synchronize() const {
+  OPENREG_CHECK(orStreamSynchronize(stream()));
+}
+
+OpenRegStream getDefaultOpenRegStream(DeviceIndex device) {
+  return OpenRegStream(makeStream(resolve(device), 0));
+}
+
+OpenRegStream getCurrentOpenRegStream(DeviceIndex device) {
+  device = resolve(device);
+  return OpenRegStream(makeStream(device, currentIds()[device]));
+}
+
+void setCurrentOpenRegStream(OpenRegStream stream) {
+  check_device_index(stream.device_index());
+  currentIds()[stream.device_index()] = stream.id();
+}
+
+OpenRegStream getStreamFromPool(bool isHighPriority, DeviceIndex device) {
+  device = resolve(device);
+  createPools(device);
+  DevicePools& p = pools()[device];
+  const int pool = isHighPriority ? 1 : 0;
+  const uint32_t index = p.next[pool].fetch_add(1, std::memory_order_relaxed) % kStreamsPerPool;
+  return OpenRegStream(makeStream(device, p.streams[pool][index]));
+}
+
+OpenRegStream getStreamFromExternal(orStream_t stream, DeviceIndex device) {
+  check_device_index(device);
+  int owner = -1;
+  OPENREG_CHECK(orStreamGetDevice(stream, &owner));
+  TORCH_CHECK(owner == device, "openreg: the external stream belongs to device ", owner,
+              ", not to device ", static_cast<int>(device));
+  const auto id = reinterpret_cast<StreamId>(stream);
+  return OpenRegStream(makeStream(device, id == defaultHandle(device) ? 0 : id));
+}
+
+void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
+  TORCH_CHECK(milliseconds >= 0, "openreg: _sleep needs a non-negative duration, got ",
+              milliseconds);
+  OPENREG_CHECK(openreg::launch(stream.stream(), [milliseconds] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  }));
+}
+
+std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream) {
+  return os << stream.unwrap();
+}
+
+}  // namespace openreg

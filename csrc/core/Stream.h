@@ -1,0 +1,64 @@
+// OpenRegStream: a c10::Stream of the openreg device, and the per-thread current stream.
+//
+// Note [OpenReg stream ids]
+// A c10::StreamId is the runtime's orStream_t handle value, except that every device's default
+// stream has id 0. Handles already validate themselves (see Note [Handle validation] in
+// runtime/src/HandleTable.h), so no table maps ids to streams, and an id from a destroyed
+// external stream fails with a clear error instead of reaching freed memory.
+//
+// Pools: per device, kStreamsPerPool streams of each priority (normal and high), created on first
+// use and handed out round robin, as CUDA's pools are. The current stream is per thread and per
+// device, and starts as the default stream.
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <openreg/runtime.h>
+
+#include <ostream>
+
+#include "core/Macros.h"
+
+namespace openreg {
+
+constexpr int kStreamsPerPool = 8;
+
+class OPENREG_TORCH_API OpenRegStream {
+ public:
+  // Throws unless `stream` is an openreg stream.
+  explicit OpenRegStream(c10::Stream stream);
+
+  c10::Stream unwrap() const { return stream_; }
+  operator c10::Stream() const { return stream_; }
+  c10::DeviceIndex device_index() const { return stream_.device_index(); }
+  c10::Device device() const { return stream_.device(); }
+  c10::StreamId id() const { return stream_.id(); }
+  bool operator==(const OpenRegStream& other) const { return stream_ == other.stream_; }
+
+  // The runtime handle (never 0: the default stream's own handle is returned).
+  orStream_t stream() const;
+  int priority() const;
+  // True if all work queued so far has completed.
+  bool query() const;
+  // Blocks until all work queued so far has completed; raises a task error, if any.
+  void synchronize() const;
+
+ private:
+  c10::Stream stream_;
+};
+
+OPENREG_TORCH_API OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device = -1);
+OPENREG_TORCH_API OpenRegStream getCurrentOpenRegStream(c10::DeviceIndex device = -1);
+// Makes `stream` current on its device for the calling thread (the current device is unchanged).
+OPENREG_TORCH_API void setCurrentOpenRegStream(OpenRegStream stream);
+OPENREG_TORCH_API OpenRegStream getStreamFromPool(bool isHighPriority = false,
+                                                  c10::DeviceIndex device = -1);
+// Wraps a stream created directly with the runtime. The caller keeps ownership.
+OPENREG_TORCH_API OpenRegStream getStreamFromExternal(orStream_t stream, c10::DeviceIndex device);
+
+// Keeps `stream` busy for `milliseconds` with a task that sleeps on the device worker, like
+// torch.cuda._sleep: lets tests observe pending work, events not yet reached, waits that hold.
+OPENREG_TORCH_API void sleepOnStream(OpenRegStream stream, int64_t milliseconds);
+
+OPENREG_TORCH_API std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream);
+
+}  // namespace openreg

@@ -1,0 +1,37 @@
+"""Shared helpers for the openreg Python tests. CPU is the oracle; these helpers run code in
+fresh interpreters where a test needs its own environment or process state (fork, autoload)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_openreg  # noqa: F401  (explicit import: the tests also run with autoload disabled)
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter with the test's environment plus `env`."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(autouse=True)
+def restore_current_device():
+    """Each test starts on device 0 with default streams, and leaves no work running."""
+    yield
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.set_stream(torch.openreg.default_stream(index))
+    torch.openreg.set_device(0)
+    if torch.openreg.is_initialized():
+        for index in range(torch.openreg.device_count()):
+            torch.openreg.synchronize(index)

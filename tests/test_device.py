@@ -1,0 +1,186 @@
+"""Registration, autoload, device queries and selection, configuration, fork safety."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_openreg
+from conftest import run_python
+
+openreg = torch.openreg
+
+
+def test_import_torch_alone_registers_openreg():
+    result = run_python(
+        """
+        import torch
+        print(torch._C._get_privateuse1_backend_name(), torch.openreg.device_count(),
+              torch.accelerator.current_accelerator())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["openreg", "2", "openreg"]
+
+
+def test_autoload_can_be_disabled():
+    result = run_python(
+        "import torch; print(hasattr(torch, 'openreg'))",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_registration_is_reentrant_and_generates_methods():
+    torch_openreg._register()
+    torch_openreg._register()
+    torch_openreg._autoload()
+    assert torch.openreg is torch_openreg.openreg
+    for owner in (torch.Tensor, torch.nn.Module, torch.UntypedStorage):
+        assert hasattr(owner, "openreg"), owner
+    assert hasattr(torch.Tensor, "is_openreg")
+    assert torch.device("openreg:1").type == "openreg"
+
+
+def test_import_rejects_a_torch_it_was_not_built_for():
+    result = run_python(
+        """
+        import torch
+        torch.__version__ = "1.0.0"
+        try:
+            import torch_openreg
+        except ImportError as e:
+            print(e)
+        """,
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "built against torch 2.13.0" in result.stdout
+    assert "but torch 1.0.0" in result.stdout
+
+
+def test_device_queries_follow_the_configuration():
+    assert openreg.is_available()
+    assert openreg.device_count() == 2
+    props = openreg.get_device_properties(1)
+    assert props["name"] == openreg.get_device_name(1) == "OpenReg Emulated Device"
+    assert props["memory_alignment"] == 4096
+    assert props["total_memory"] >= 256 << 20
+    assert openreg.get_device_capability() == (1, 0)
+    assert openreg.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+
+
+def test_environment_configures_devices():
+    result = run_python(
+        """
+        import torch
+        p = torch.openreg.get_device_properties(2)
+        print(torch.openreg.device_count(), p["total_memory"], p["worker_count"])
+        """,
+        env={"OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "64M", "OPENREG_STREAM_WORKERS": "2"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3", str(64 << 20), "2"]
+
+
+def test_set_device_and_device_context():
+    openreg.set_device(1)
+    assert openreg.current_device() == 1
+    with openreg.device(0):
+        assert openreg.current_device() == 0
+        with openreg.device("openreg:1"):
+            assert openreg.current_device() == 1
+        assert openreg.current_device() == 0
+    assert openreg.current_device() == 1
+    with openreg.device(None):
+        assert openreg.current_device() == 1
+    openreg.set_device(torch.device("openreg:0"))
+    assert openreg.current_device() == 0
+
+
+def test_bad_device_index_names_the_device_count():
+    with pytest.raises(RuntimeError, match=r"invalid device index 2: there are 2 openreg devices"):
+        openreg.set_device(2)
+    with pytest.raises(RuntimeError, match=r"invalid device index 9"):
+        openreg.synchronize(9)
+    with pytest.raises(RuntimeError, match=r"invalid device index 5"):
+        torch.Stream(device="openreg:5")
+    with pytest.raises(ValueError, match=r"expected an openreg device, got 'cpu'"):
+        openreg.set_device("cpu")
+    assert openreg.current_device() == 0
+
+
+def test_torch_accelerator_drives_openreg():
+    acc = torch.accelerator
+    assert acc.current_accelerator() == torch.device("openreg")
+    assert acc.is_available() and acc.device_count() == 2
+    acc.set_device_index(1)
+    assert acc.current_device_index() == 1 == openreg.current_device()
+    with acc.device_index(0):
+        assert openreg.current_device() == 0
+    assert openreg.current_device() == 1
+    acc.synchronize()
+    acc.synchronize("openreg:0")
+    capability = acc.get_device_capability("openreg:0")
+    assert {torch.float32, torch.bfloat16, torch.int64, torch.bool} <= set(capability["supported_dtypes"])
+
+
+def test_device_queries_do_not_initialize_and_fork_stays_safe():
+    result = run_python(
+        """
+        import os, torch
+        o = torch.openreg
+        o.device_count(); o.is_available(); o.get_device_properties(1); o.current_device()
+        print(o.is_initialized())
+        pid = os.fork()
+        if pid == 0:
+            o.synchronize(); o._sleep(1); o.synchronize()
+            os._exit(0 if o.is_initialized() else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "0"]
+
+
+def test_fork_after_initialization_raises_a_clear_error():
+    result = run_python(
+        """
+        import os, torch
+        torch.openreg.init()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                torch.openreg.synchronize()
+            except RuntimeError as e:
+                ok = "Cannot re-initialize openreg in forked subprocess" in str(e) and "spawn" in str(e)
+                os._exit(0 if ok else 2)
+            os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), torch.openreg.is_initialized())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "True"]
+
+
+def test_spawn_children_use_the_device(tmp_path):
+    script = tmp_path / "spawn_child.py"
+    script.write_text(
+        "import multiprocessing as mp, torch\n"
+        "def work(i):\n"
+        "    torch.openreg.set_device(i)\n"
+        "    torch.openreg._sleep(1)\n"
+        "    torch.openreg.synchronize()\n"
+        "    return torch.openreg.current_device()\n"
+        "if __name__ == '__main__':\n"
+        "    torch.openreg.init()\n"
+        "    with mp.get_context('spawn').Pool(2) as pool:\n"
+        "        print(pool.map(work, [0, 1]))\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0, 1]"

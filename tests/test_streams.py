@@ -1,0 +1,146 @@
+"""Streams and events through torch.openreg, torch.Stream/torch.Event and torch.accelerator.
+
+`torch.openreg._sleep(ms)` keeps the current stream busy, so the tests can see work pending."""
+
+import time
+
+import pytest
+import torch
+
+openreg = torch.openreg
+
+
+def test_default_and_current_streams():
+    default = openreg.default_stream()
+    assert default.stream_id == 0 and default.device_index == 0
+    assert openreg.current_stream() == default
+    assert openreg.default_stream(1).device_index == 1
+    assert torch.accelerator.current_stream() == default
+    assert isinstance(default, torch.Stream)
+
+
+def test_pool_streams_have_priorities_and_distinct_ids():
+    normal = [openreg.Stream() for _ in range(3)]
+    high = openreg.Stream(priority=-1)
+    assert len({s.stream_id for s in normal}) == 3
+    assert all(s.priority == 0 for s in normal)
+    assert high.priority == -1
+    assert openreg.Stream(device=1).device_index == 1
+    generic = torch.Stream(device="openreg:1", priority=-1)
+    assert generic.device_index == 1 and generic.device_type == openreg.default_stream().device_type
+
+
+def test_stream_context_sets_stream_and_device_then_restores_both():
+    s1 = openreg.Stream(device=1)
+    with openreg.stream(s1):
+        assert openreg.current_device() == 1
+        assert openreg.current_stream() == s1
+    assert openreg.current_device() == 0
+    assert openreg.current_stream(1) == openreg.default_stream(1)
+    with torch.Stream(device="openreg:0") as s0:  # torch.Stream's own context manager
+        assert torch.accelerator.current_stream() == s0
+    assert openreg.current_stream() == openreg.default_stream()
+
+
+def test_set_stream_matches_torch_accelerator():
+    s = openreg.Stream()
+    torch.accelerator.set_stream(s)
+    assert openreg.current_stream() == s
+    openreg.set_stream(openreg.default_stream())
+    assert torch.accelerator.current_stream().stream_id == 0
+
+
+def test_query_and_synchronize_follow_pending_work():
+    s = openreg.Stream()
+    with openreg.stream(s):
+        openreg._sleep(100)
+    assert not s.query()
+    assert openreg.default_stream().query()  # other streams are not held up
+    s.synchronize()
+    assert s.query()
+
+
+def test_device_synchronize_waits_for_every_stream():
+    streams = [openreg.Stream(), openreg.Stream(device=1)]
+    for s in streams:
+        with openreg.stream(s):
+            openreg._sleep(60)
+    start = time.monotonic()
+    openreg.synchronize(0)
+    assert streams[0].query()
+    torch.accelerator.synchronize(1)
+    assert streams[1].query()
+    assert time.monotonic() - start < 5
+
+
+def test_event_record_query_synchronize():
+    s = openreg.Stream()
+    event = openreg.Event()
+    assert isinstance(event, openreg.Event) and isinstance(event, torch.Event)
+    assert event.query()  # never recorded
+    with openreg.stream(s):
+        openreg._sleep(80)
+        event.record()
+    assert not event.query()
+    event.synchronize()
+    assert event.query() and s.query()
+
+
+def test_elapsed_time_measures_device_work():
+    start, end = openreg.Event(enable_timing=True), openreg.Event(enable_timing=True)
+    start.record()
+    openreg._sleep(50)
+    end.record()
+    end.synchronize()
+    assert 49 <= start.elapsed_time(end) < 2000
+
+
+def test_elapsed_time_errors():
+    untimed = openreg.Event()
+    untimed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        untimed.elapsed_time(openreg.Event())
+    a, b = openreg.Event(enable_timing=True), openreg.Event(enable_timing=True)
+    with pytest.raises(ValueError, match="must be recorded"):
+        a.elapsed_time(b)
+    a.record()
+    openreg._sleep(100)
+    b.record()
+    with pytest.raises(RuntimeError, match="must be completed"):  # torch queries before asking us
+        a.elapsed_time(b)
+    b.synchronize()
+    assert a.elapsed_time(b) >= 99
+
+
+def test_wait_event_orders_streams_across_devices():
+    producer = openreg.Stream(device=1)
+    consumer = openreg.Stream(device=0)
+    event = torch.Event(device="openreg:1")
+    with openreg.stream(producer):
+        openreg._sleep(150)
+        event.record()
+    consumer.wait_event(event)
+    with openreg.stream(consumer):
+        openreg._sleep(1)
+    assert not consumer.query()  # parked behind device 1's work
+    consumer.synchronize()
+    assert event.query() and producer.query()
+
+
+def test_wait_stream_and_record_event():
+    a, b = openreg.Stream(), openreg.Stream()
+    with openreg.stream(a):
+        openreg._sleep(100)
+    b.wait_stream(a)
+    assert not b.query()
+    recorded = a.record_event()
+    assert isinstance(recorded, torch.Event) and not recorded.query()
+    b.synchronize()
+    assert a.query() and recorded.query()
+
+
+def test_record_on_a_stream_of_another_device_is_rejected():
+    event = torch.Event(device="openreg:0")
+    event.record(openreg.default_stream(0))
+    with pytest.raises(RuntimeError):
+        event.record(openreg.default_stream(1))

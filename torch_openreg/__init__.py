@@ -1,0 +1,52 @@
+"""torch_openreg: the `openreg` PyTorch backend.
+
+Importing this package registers the device with PyTorch: PrivateUse1 is renamed `openreg`,
+`torch.openreg` becomes the device module, and `.openreg()` / `.is_openreg` methods are generated
+for tensors, modules and storages. With the package installed, `import torch` alone does this (the
+`torch.backends` entry point calls `_autoload`).
+"""
+
+import torch
+
+from . import _build_info
+
+# Note [Build and runtime torch must match]
+# The extension is compiled against one torch's C++ headers and ABI; loading it into another
+# torch fails with undefined symbols or, worse, runs with mismatched layouts. Say so plainly.
+if (
+    torch.__version__ != _build_info.TORCH_VERSION
+    or bool(torch._C._GLIBCXX_USE_CXX11_ABI) != _build_info.CXX11_ABI
+):
+    raise ImportError(
+        f"torch_openreg was built against torch {_build_info.TORCH_VERSION} "
+        f"(C++11 ABI {_build_info.CXX11_ABI}) but torch {torch.__version__} "
+        f"(C++11 ABI {bool(torch._C._GLIBCXX_USE_CXX11_ABI)}) is running. "
+        "Rebuild torch_openreg against the installed torch: "
+        "pip install --no-build-isolation --force-reinstall <path to openreg>."
+    )
+
+from . import _C  # noqa: E402  loads libtorch_openreg: guard and hooks register themselves
+from . import openreg  # noqa: E402
+
+_BACKEND_NAME = "openreg"
+
+
+# [marker: backend-registration]
+def _register() -> None:
+    """Registers `openreg` with torch. Safe to call more than once (import and autoload)."""
+    if torch._C._get_privateuse1_backend_name() != _BACKEND_NAME:
+        torch.utils.rename_privateuse1_backend(_BACKEND_NAME)
+    if getattr(torch, _BACKEND_NAME, None) is not openreg:
+        torch._register_device_module(_BACKEND_NAME, openreg)
+    if not hasattr(torch.Tensor, "is_" + _BACKEND_NAME):
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
+_register()
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: importing the package did the work."""
+
+
+__all__ = ["openreg"]

@@ -1,0 +1,109 @@
+// torch_openreg._C: the Python bindings. Glue only: each entry calls libtorch_openreg, wrapped
+// in PyTorch's error translation (HANDLE_TH_ERRORS), so c10 errors arrive as the matching Python
+// exception (torch.OutOfMemoryError, RuntimeError, ...) without a C++ backtrace.
+#include <ATen/Context.h>
+#include <openreg/runtime.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Wraps a function so every binding translates errors the same way. Takes a function pointer
+// (pass a captureless lambda with a unary +) so pybind11 sees the concrete signature.
+template <class R, class... Args>
+auto translated(R (*fn)(Args...)) {
+  return [fn](Args... args) -> R {
+    HANDLE_TH_ERRORS
+    return fn(args...);
+    END_HANDLE_TH_ERRORS_PYBIND
+  };
+}
+
+// A stream crosses into Python as (stream_id, device_index, device_type), the fields that
+// torch.Stream is built from.
+py::tuple streamTriple(const openreg::OpenRegStream& stream) {
+  return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()),
+                        static_cast<int>(c10::DeviceType::PrivateUse1));
+}
+
+py::dict deviceProperties(c10::DeviceIndex device) {
+  openreg::check_device_index(device);
+  orDeviceProp prop;
+  OPENREG_CHECK(orGetDeviceProperties(&prop, device));
+  py::dict d;
+  d["name"] = std::string(prop.name);
+  d["total_memory"] = prop.totalGlobalMem;
+  d["worker_count"] = prop.workerCount;
+  d["memory_alignment"] = prop.memoryAlignment;
+  d["major"] = prop.major;
+  d["minor"] = prop.minor;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Bindings of the openreg PyTorch backend (torch_openreg).";
+
+  // [marker: bindings-lazy-init]
+  m.def("_init", translated(+[] {
+          torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
+          at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+        }));
+  m.def("_is_in_bad_fork",
+        translated(+[] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); }));
+  m.def("_get_device_count", translated(+[] { return static_cast<int>(openreg::device_count()); }));
+  m.def("_get_device", translated(+[] { return static_cast<int>(openreg::current_device()); }));
+  m.def("_set_device", translated(+[](int device) {
+          openreg::set_device(static_cast<c10::DeviceIndex>(device));
+        }));
+  m.def("_exchange_device", translated(+[](int device) {
+          return static_cast<int>(openreg::ExchangeDevice(static_cast<c10::DeviceIndex>(device)));
+        }));
+  m.def("_synchronize", translated(+[](int device) {
+          openreg::device_synchronize(static_cast<c10::DeviceIndex>(device));
+        }));
+  m.def("_get_device_properties", translated(+[](int device) {
+          return deviceProperties(static_cast<c10::DeviceIndex>(device));
+        }));
+  // [marker: bindings-streams]
+  m.def("_get_current_stream", translated(+[](int device) {
+          return streamTriple(
+              openreg::getCurrentOpenRegStream(static_cast<c10::DeviceIndex>(device)));
+        }));
+  m.def("_get_default_stream", translated(+[](int device) {
+          return streamTriple(
+              openreg::getDefaultOpenRegStream(static_cast<c10::DeviceIndex>(device)));
+        }));
+  m.def("_set_stream", translated(+[](int64_t streamId, int device) {
+          const auto index = static_cast<c10::DeviceIndex>(device);
+          openreg::check_device_index(index);
+          const c10::Stream stream(c10::Stream::UNSAFE,
+                                   c10::Device(c10::DeviceType::PrivateUse1, index), streamId);
+          openreg::OpenRegStream(stream).query();  // validates the id: raises for a dead stream
+          if (openreg::current_device() != index) openreg::set_device(index);
+          openreg::setCurrentOpenRegStream(openreg::OpenRegStream(stream));
+        }));
+  m.def("_stream_priority", translated(+[](int64_t streamId, int device) {
+          const c10::Stream stream(
+              c10::Stream::UNSAFE,
+              c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+              streamId);
+          return openreg::OpenRegStream(stream).priority();
+        }));
+  m.def("_sleep", translated(+[](int64_t milliseconds) {
+          openreg::sleepOnStream(openreg::getCurrentOpenRegStream(), milliseconds);
+        }));
+  m.def("_runtime_version", translated(+[] {
+          int version = 0;
+          OPENREG_CHECK(orRuntimeGetVersion(&version));
+          return version;
+        }));
+}

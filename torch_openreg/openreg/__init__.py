@@ -1,0 +1,169 @@
+"""`torch.openreg`: the device module of the openreg backend, shaped like `torch.cuda`.
+
+Device queries (`is_available`, `device_count`, `get_device_properties`, ...) do not initialize
+the devices, so calling them before `fork` is safe. The first use of a device initializes it
+(`_lazy_init`); a child process forked after that gets a clear error and should use `spawn`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import torch
+
+from .. import _C
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+_initialized = False
+_init_lock = threading.Lock()
+
+_device_t = int | str | torch.device | None
+
+
+# [marker: lazy-init]
+def _lazy_init() -> None:
+    global _initialized
+    if is_initialized():
+        return
+    with _init_lock:
+        if is_initialized():
+            return
+        if _C._is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize openreg in forked subprocess. To use openreg with "
+                "multiprocessing, you must use the 'spawn' start method"
+            )
+        _C._init()
+        _initialized = True
+
+
+def init() -> None:
+    """Initializes the openreg devices (their memory and workers). Usually implicit."""
+    _lazy_init()
+
+
+def is_initialized() -> bool:
+    return _initialized and not _C._is_in_bad_fork()
+
+
+def is_available() -> bool:
+    """True when at least one openreg device exists. Never initializes a device."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """Number of openreg devices (OPENREG_DEVICE_COUNT). Never initializes a device."""
+    return _C._get_device_count()
+
+
+def _index(device: _device_t, optional: bool = True) -> int:
+    """The device index of an int, a string like 'openreg:1', a torch.device, or None (current)."""
+    if device is None:
+        return current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "openreg":
+            raise ValueError(f"openreg: expected an openreg device, got '{device}'")
+        return current_device() if device.index is None else device.index
+    if isinstance(device, int):
+        return device
+    raise TypeError(f"openreg: expected a device index, string or torch.device, got {type(device).__name__}")
+
+
+def current_device() -> int:
+    return _C._get_device()
+
+
+def set_device(device: _device_t) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that makes `device` current and restores the previous one on exit."""
+
+    def __init__(self, device: _device_t):
+        self.idx = -1 if device is None else _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *args: Any) -> bool:
+        if self.prev_idx >= 0 and self.prev_idx != self.idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor `obj` current (no-op for CPU tensors)."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.is_openreg else None)
+
+
+def synchronize(device: _device_t = None) -> None:
+    """Waits for all work on `device` (default: the current device) to complete."""
+    _lazy_init()
+    _C._synchronize(_index(device))
+
+
+def get_device_properties(device: _device_t = None) -> dict:
+    """Name, total_memory, worker_count, memory_alignment, major and minor of a device."""
+    return _C._get_device_properties(_index(device))
+
+
+def get_device_name(device: _device_t = None) -> str:
+    return get_device_properties(device)["name"]
+
+
+def get_device_capability(device: _device_t = None) -> tuple[int, int]:
+    props = get_device_properties(device)
+    return props["major"], props["minor"]
+
+
+def _sleep(milliseconds: int) -> None:
+    """Keeps the current stream busy for `milliseconds` (for tests, like torch.cuda._sleep)."""
+    _lazy_init()
+    _C._sleep(milliseconds)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "init",
+    "is_available",
+    "is_initialized",
+    "set_device",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
