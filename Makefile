@@ -71,6 +71,7 @@ demo: build
 bench: build
 	@mkdir -p bench/results
 	build/release/bench/runtime_bench bench/results/runtime.json
+	build/release/bench/allocator_bench bench/results/allocator.json
 
 clean:
 	rm -rf build

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "aten/Storage.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 
@@ -57,6 +58,10 @@ bool Hooks::isPinnedPtr(const void* data) const {
   orPointerAttributes attributes;
   return orPointerGetAttributes(&attributes, data) == orSuccess &&
          attributes.type == orMemoryTypeHost;
+}
+
+void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  resizeStorageBytes(storage.unsafeGetStorageImpl(), newsize);
 }
 
 namespace {

@@ -26,6 +26,8 @@ struct OPENREG_TORCH_API Hooks final : public at::PrivateUse1HooksInterface {
 
   at::Device getDeviceFromPtr(void* data) const override;
   bool isPinnedPtr(const void* data) const override;
+  // UntypedStorage.resize_ on an openreg storage.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 
 }  // namespace openreg

@@ -10,6 +10,7 @@
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
+#include "core/allocator/DeviceAllocator.h"
 
 namespace py = pybind11;
 
@@ -45,6 +46,36 @@ py::dict deviceProperties(c10::DeviceIndex device) {
   d["major"] = prop.major;
   d["minor"] = prop.minor;
   return d;
+}
+
+py::list memorySnapshot() {
+  py::list segments;
+  for (const auto& segment : openreg::deviceAllocator().snapshot()) {
+    py::dict s;
+    s["device"] = static_cast<int>(segment.device);
+    s["address"] = segment.address;
+    s["total_size"] = segment.total_size;
+    s["allocated_size"] = segment.allocated_size;
+    s["active_size"] = segment.active_size;
+    s["requested_size"] = segment.requested_size;
+    s["stream"] = reinterpret_cast<uintptr_t>(segment.stream);
+    s["segment_type"] = segment.is_large ? "large" : "small";
+    py::list blocks;
+    size_t address = segment.address;
+    for (const auto& block : segment.blocks) {
+      py::dict b;
+      b["address"] = address;
+      b["size"] = block.size;
+      b["requested_size"] = block.requested_size;
+      b["state"] = block.allocated ? "active_allocated"
+                                   : (block.active ? "active_pending_free" : "inactive");
+      blocks.append(b);
+      address += block.size;
+    }
+    s["blocks"] = blocks;
+    segments.append(s);
+  }
+  return segments;
 }
 
 }  // namespace
@@ -101,6 +132,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", translated(+[](int64_t milliseconds) {
           openreg::sleepOnStream(openreg::getCurrentOpenRegStream(), milliseconds);
         }));
+  // [marker: bindings-memory]
+  m.def("_memory_snapshot", translated(+[] { return memorySnapshot(); }));
   m.def("_runtime_version", translated(+[] {
           int version = 0;
           OPENREG_CHECK(orRuntimeGetVersion(&version));

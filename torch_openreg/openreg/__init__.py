@@ -14,6 +14,19 @@ from typing import Any
 import torch
 
 from .. import _C
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
 from .streams import (
     Event,
     Stream,
@@ -146,6 +159,17 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 __all__ = [
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_snapshot",
+    "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "Event",
     "Stream",
     "StreamContext",

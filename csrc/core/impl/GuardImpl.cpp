@@ -6,6 +6,7 @@
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
+#include "core/allocator/DeviceAllocator.h"
 
 namespace openreg {
 
@@ -140,6 +141,11 @@ double GuardImpl::elapsedTime(void* event1, void* event2, const DeviceIndex) con
 
 void GuardImpl::destroyEvent(void* event, const DeviceIndex) const noexcept {
   if (event != nullptr) OPENREG_WARN(orEventDestroy(asEvent(event)));
+}
+
+void GuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
+                                      const c10::Stream& stream) const {
+  deviceAllocator().recordStream(data_ptr, stream);
 }
 
 // [marker: guard-registration]

@@ -45,6 +45,9 @@ struct OPENREG_TORCH_API GuardImpl final : public c10::impl::DeviceGuardImplInte
   double elapsedTime(void* event1, void* event2,
                      const c10::DeviceIndex device_index) const override;
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override;
+  // Tensor.record_stream: the caching allocator keeps the block until `stream`'s work is done.
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr,
+                             const c10::Stream& stream) const override;
 };
 
 }  // namespace openreg

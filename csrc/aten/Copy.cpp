@@ -1,0 +1,90 @@
+#include "aten/Copy.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+#include <openreg/runtime.h>
+#include <openreg/task.hpp>
+
+#include "aten/KernelAlias.h"
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
+#include "core/allocator/DeviceAllocator.h"
+
+namespace openreg {
+namespace {
+
+bool isOpenReg(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+bool isPinned(const at::Tensor& t) {
+  orPointerAttributes attributes;
+  return orPointerGetAttributes(&attributes, t.data_ptr()) == orSuccess &&
+         attributes.type == orMemoryTypeHost;
+}
+
+// Orders `later` after the work queued so far on `earlier` (streams of any devices).
+void streamWait(const OpenRegStream& later, const OpenRegStream& earlier) {
+  if (later == earlier) return;
+  DeviceScope scope(earlier.device_index());
+  orEvent_t event = nullptr;
+  OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+  OPENREG_CHECK(orEventRecord(event, earlier.stream()));
+  OPENREG_CHECK(orStreamWaitEvent(later.stream(), event, 0));
+  OPENREG_CHECK(orEventDestroy(event));  // the wait keeps its record alive
+}
+
+bool plainBytes(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes().equals(dst.sizes()) && src.is_contiguous() &&
+         dst.is_contiguous() && !src.is_conj() && !dst.is_conj() && !src.is_neg() && !dst.is_neg();
+}
+
+}  // namespace
+
+// [marker: copy-from]
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "openreg: copy_: the source shape ",
+              self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
+  if (dst.numel() == 0) return dst;
+  const bool toDevice = isOpenReg(dst);
+  const bool fromDevice = isOpenReg(self);
+  TORCH_CHECK(toDevice || fromDevice, "openreg: _copy_from needs an openreg tensor on one side");
+  const at::Tensor& deviceSide = toDevice ? dst : self;
+  const OpenRegStream stream = getCurrentOpenRegStream(deviceSide.device().index());
+  const bool crossDevice = toDevice && fromDevice && self.device() != dst.device();
+  if (crossDevice) streamWait(stream, getCurrentOpenRegStream(self.device().index()));
+
+  if (plainBytes(self, dst)) {
+    const orMemcpyKind kind = toDevice
+                                  ? (fromDevice ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
+                                  : orMemcpyDeviceToHost;
+    OPENREG_CHECK(
+        orMemcpyAsync(dst.data_ptr(), self.data_ptr(), dst.nbytes(), kind, stream.stream()));
+  } else {
+    // Kernel-window aliases for the device sides; host tensors are captured as they are, which
+    // also keeps their memory alive until the task has run.
+    at::Tensor to = toDevice ? kernelAlias(dst) : dst;
+    at::Tensor from = fromDevice ? kernelAlias(self) : self;
+    OPENREG_CHECK(openreg::launch(
+        stream.stream(),
+        [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); }));
+  }
+
+  if (crossDevice) {
+    // The source's blocks are reused in its own stream's order: make that stream wait for the copy.
+    streamWait(getCurrentOpenRegStream(self.device().index()), stream);
+  } else if (!(toDevice && fromDevice)) {
+    const at::Tensor& hostSide = toDevice ? self : dst;
+    if (!non_blocking || !isPinned(hostSide)) OPENREG_CHECK(orStreamSynchronize(stream.stream()));
+  }
+  return dst;
+}
+
+at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copyFrom(self, dst, /*non_blocking=*/false);
+}
+
+}  // namespace openreg

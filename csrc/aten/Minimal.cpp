@@ -1,0 +1,171 @@
+// The operators every backend needs before tensors can exist, registered for PrivateUse1:
+// factories, views, resize, set_, copies, scalars, fill. Thin wrappers: the work is in
+// ATen's generic implementations, Copy.cpp and Storage.cpp.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+#include <openreg/task.hpp>
+
+#include "aten/Copy.h"
+#include "aten/KernelAlias.h"
+#include "aten/Storage.h"
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
+#include "core/allocator/DeviceAllocator.h"
+
+namespace openreg {
+namespace {
+
+constexpr c10::DispatchKeySet kOpenRegKeys{c10::DispatchKey::PrivateUse1};
+
+// Kernels registered with m.impl get no DeviceGuard from codegen (in-tree backends do): the
+// factories switch to the requested device themselves, since the allocator uses the current one.
+c10::DeviceIndex targetDevice(std::optional<at::Device> device) {
+  return device.has_value() && device->has_index() ? device->index() : current_device();
+}
+
+at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "openreg: only strided tensors are supported");
+  DeviceScope scope(targetDevice(device));
+  return at::detail::empty_generic(size, &deviceAllocator(), kOpenRegKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "openreg: only strided tensors are supported");
+  DeviceScope scope(targetDevice(device));
+  return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kOpenRegKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// [marker: resize]
+const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
+                         std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  const size_t needed = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
+                                                                   impl->storage_offset());
+  if (needed > impl->storage().nbytes())
+    resizeStorageBytes(impl->storage().unsafeGetStorageImpl(), needed);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
+                "openreg: unsupported memory format for resize_: Preserve");
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+// [marker: set-storage]
+at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                             c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.device(), "openreg: set_: the storage is on ",
+              source.device(), " but the tensor on ", self.device());
+  TORCH_CHECK(storage_offset >= 0, "openreg: set_: negative storage offset ", storage_offset);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(storage_offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    TORCH_CHECK(size.size() == stride.size(), "openreg: set_: ", size.size(), " sizes but ",
+                stride.size(), " strides");
+    impl->set_sizes_and_strides(size, stride);
+  }
+  const size_t itemsize = self.dtype().itemsize();
+  const size_t needed =
+      stride.empty() ? at::detail::computeStorageNbytesContiguous(size, itemsize, storage_offset)
+                     : at::detail::computeStorageNbytes(size, stride, itemsize, storage_offset);
+  if (needed > impl->storage().nbytes())
+    resizeStorageBytes(impl->storage().unsafeGetStorageImpl(), needed);
+  return self;
+}
+
+at::Tensor& setStorage(at::Tensor& self, c10::Storage source) {
+  const int64_t elements = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return setStorageOffset(self, std::move(source), 0, {elements}, {});
+}
+
+at::Tensor& setTensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return setStorageOffset(self, source.storage(), source.storage_offset(), source.sizes(),
+                          source.strides());
+}
+
+at::Tensor& setEmpty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &deviceAllocator(), /*resizable=*/true);
+  return setStorageOffset(self, std::move(storage), 0, {0}, {});
+}
+
+at::Scalar localScalarDense(const at::Tensor& self) {
+  return at::_local_scalar_dense(self.to(at::kCPU));  // a blocking copy: synchronizes the stream
+}
+
+// [marker: fill]
+at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  OPENREG_CHECK(
+      openreg::launch(getCurrentOpenRegStream(self.device().index()).stream(),
+                      [alias = kernelAlias(self), value]() mutable { alias.fill_(value); }));
+  return self;
+}
+
+at::Tensor& zero(at::Tensor& self) {
+  return fill(self, 0);
+}
+
+// [marker: record-stream]
+void recordStream(at::Tensor& self, at::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "openreg: record_stream needs an openreg stream, got one of ", stream.device_type());
+  deviceAllocator().recordStream(self.storage().data_ptr(), stream);
+}
+
+// [marker: copying-fallback]
+// The classic fallback: copies every openreg input to the CPU, runs the CPU kernel, copies the
+// results back. Kept as the reference mechanism; the asynchronous engine replaces it per operator.
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+// [marker: minimal-registrations]
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty));
+  m.impl("empty_strided", TORCH_FN(emptyStrided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("resize_", TORCH_FN(resize));
+  m.impl("set_.source_Storage", TORCH_FN(setStorage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
+  m.impl("set_.source_Tensor", TORCH_FN(setTensor));
+  m.impl("set_", TORCH_FN(setEmpty));
+  m.impl("_copy_from", TORCH_FN(copyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
+  m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
+  m.impl("fill_.Scalar", TORCH_FN(fill));
+  m.impl("zero_", TORCH_FN(zero));
+  m.impl("record_stream", TORCH_FN(recordStream));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
+}  // namespace openreg

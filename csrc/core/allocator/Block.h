@@ -1,0 +1,68 @@
+// Blocks and pools of the device caching allocator. See Note [Caching allocator] in
+// DeviceCachingAllocator.h.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include <cstddef>
+#include <set>
+#include <tuple>
+
+namespace openreg::allocator {
+
+// Size classes, as in CUDA's caching allocator: requests of at most kSmallSize bytes share
+// kSmallBuffer segments (the small pool); requests up to kMinLargeAlloc share kLargeBuffer
+// segments; larger ones get a segment of their own, rounded to kRoundLarge.
+constexpr size_t kMinBlockSize = 512;        // every block size is a multiple of this
+constexpr size_t kSmallSize = 1 << 20;       // largest request served by the small pool
+constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr size_t kMinLargeAlloc = 10 << 20;  // requests below this share kLargeBuffer segments
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;
+
+struct Block;
+
+// Orders free blocks by stream, then size, then address, so that a lookup finds the smallest
+// block of the right stream that is large enough.
+struct BlockComparator {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : isSmall(small) {}
+  std::set<Block*, BlockComparator> blocks;  // free blocks only
+  const bool isSmall;
+};
+
+struct Block {
+  Block(c10::Stream stream, size_t size, BlockPool* pool, void* ptr)
+      : stream(stream), size(size), pool(pool), ptr(ptr) {}
+
+  c10::Stream stream;    // the stream the block was allocated on; it is reused there first
+  size_t size;           // bytes in the block
+  size_t requested = 0;  // bytes the caller asked for (allocated blocks)
+  BlockPool* pool;
+  void* ptr;                     // device address
+  bool allocated = false;        // handed out to a caller
+  bool countedInactive = false;  // free, split, and counted in inactive_split stats
+  int pendingEvents = 0;         // events to complete before the block may be reused
+  std::set<c10::Stream, bool (*)(const c10::Stream&, const c10::Stream&)> streamUses{
+      [](const c10::Stream& a, const c10::Stream& b) {
+        return std::make_tuple(a.device_index(), a.id()) <
+               std::make_tuple(b.device_index(), b.id());
+      }};
+  Block* prev = nullptr;  // neighbours within the same segment
+  Block* next = nullptr;
+
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+  bool isFree() const { return !allocated && pendingEvents == 0; }
+};
+
+inline bool BlockComparator::operator()(const Block* a, const Block* b) const {
+  return std::make_tuple(a->stream.device_index(), a->stream.id(), a->size,
+                         reinterpret_cast<uintptr_t>(a->ptr)) <
+         std::make_tuple(b->stream.device_index(), b->stream.id(), b->size,
+                         reinterpret_cast<uintptr_t>(b->ptr));
+}
+
+}  // namespace openreg::allocator

@@ -1,0 +1,119 @@
+#include "core/allocator/DeviceAllocator.h"
+
+#include <c10/util/Exception.h>
+#include <openreg/runtime.h>
+
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
+
+namespace openreg {
+
+allocator::DeviceCachingAllocator& DeviceAllocator::forDevice(c10::DeviceIndex device) {
+  std::call_once(created_, [this] {
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      devices_.push_back(std::make_unique<allocator::DeviceCachingAllocator>(i));
+    }
+  });
+  check_device_index(device);
+  return *devices_[device];
+}
+
+// [marker: allocator-allocate]
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
+  const c10::DeviceIndex device = current_device();  // the dispatcher's DeviceGuard set it
+  const c10::Device where(c10::DeviceType::PrivateUse1, device);
+  if (nbytes == 0) return {nullptr, nullptr, &deleteBlock, where};
+  allocator::Block* block =
+      forDevice(device).malloc(nbytes, getCurrentOpenRegStream(device).unwrap());
+  {
+    std::lock_guard<std::mutex> lock(blocksMutex_);
+    blocks_.emplace(block->ptr, block);
+  }
+  return {block->ptr, block->ptr, &deleteBlock, where};
+}
+
+c10::DeleterFnPtr DeviceAllocator::raw_deleter() const {
+  return &deleteBlock;
+}
+
+void DeviceAllocator::deleteBlock(void* ptr) {
+  deviceAllocator().free(ptr);
+}
+
+void DeviceAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  allocator::Block* block;
+  {
+    std::lock_guard<std::mutex> lock(blocksMutex_);
+    auto it = blocks_.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != blocks_.end(),
+                          "openreg: freeing a pointer the allocator never gave out");
+    block = it->second;
+    blocks_.erase(it);
+  }
+  devices_[block->stream.device_index()]->free(block);
+}
+
+void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
+}
+
+void DeviceAllocator::emptyCache(c10::MempoolId_t) {
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) forDevice(i).emptyCache();
+}
+
+// [marker: allocator-record-stream]
+void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  if (ptr.get() == nullptr) return;  // empty tensors own no block
+  TORCH_CHECK(ptr.get_deleter() == &deleteBlock,
+              "openreg: record_stream needs a tensor allocated by the openreg caching allocator");
+  allocator::Block* block;
+  {
+    std::lock_guard<std::mutex> lock(blocksMutex_);
+    auto it = blocks_.find(ptr.get());
+    TORCH_CHECK(it != blocks_.end(),
+                "openreg: record_stream on memory that is no longer allocated");
+    block = it->second;
+  }
+  devices_[block->stream.device_index()]->recordStream(block, stream);
+}
+
+c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
+  return forDevice(device).getStats();
+}
+
+void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  forDevice(device).resetAccumulatedStats();
+}
+
+void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  forDevice(device).resetPeakStats();
+}
+
+std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  check_device_index(device);
+  DeviceScope scope(device);
+  size_t free = 0, total = 0;
+  OPENREG_CHECK(orMemGetInfo(&free, &total));
+  return {free, total};
+}
+
+std::vector<c10::CachingDeviceAllocator::SegmentInfo> DeviceAllocator::snapshot() {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> all;
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    auto segments = forDevice(i).snapshot();
+    all.insert(all.end(), segments.begin(), segments.end());
+  }
+  return all;
+}
+
+DeviceAllocator& deviceAllocator() {
+  static DeviceAllocator instance;
+  return instance;
+}
+
+// [marker: allocator-registration]
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &deviceAllocator())
+
+}  // namespace openreg

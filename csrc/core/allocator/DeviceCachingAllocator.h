@@ -1,0 +1,77 @@
+// DeviceCachingAllocator: the caching allocator of one openreg device.
+//
+// Note [Caching allocator]
+// Device memory comes from the runtime in segments (orMalloc), which are carved into blocks.
+// A freed block goes back to its pool, not to the runtime, and is reused at once by the next
+// request on the same stream: work on one stream runs in order, so the new owner's work cannot
+// overtake the old owner's. A block that was used on other streams (record_stream) is reused only
+// after an event recorded on each of those streams at free time has completed. Free neighbours
+// merge; empty_cache() returns whole free segments to the runtime. So a steady-state loop that
+// frees and reallocates the same sizes makes no runtime call at all (num_device_alloc stays put).
+//
+// When a segment cannot be had, the allocator releases its cached segments and tries again; if
+// that fails too it raises torch.OutOfMemoryError naming the device, the request, what PyTorch
+// holds and what the device has left, and changes nothing.
+//
+// Threading: one recursive mutex per device (a free may run from a tensor destructor inside the
+// allocator's own callers). Never takes the GIL, never calls Python.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Stream.h>
+#include <openreg/runtime.h>
+
+#include <deque>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/allocator/Block.h"
+
+namespace openreg::allocator {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::SegmentInfo;
+
+class DeviceCachingAllocator {
+ public:
+  explicit DeviceCachingAllocator(c10::DeviceIndex device);
+
+  // A block of at least `size` bytes for work on `stream`. Throws c10::OutOfMemoryError.
+  Block* malloc(size_t size, c10::Stream stream);
+  void free(Block* block);
+  // Marks `block` as used on `stream`, so that a free waits for the work queued there.
+  void recordStream(Block* block, c10::Stream stream);
+  // Returns every fully free segment to the runtime.
+  void emptyCache();
+
+  DeviceStats getStats();
+  void resetAccumulatedStats();
+  void resetPeakStats();
+  std::vector<SegmentInfo> snapshot();
+
+ private:
+  using StatTypes = c10::CachingAllocator::StatTypes;
+
+  StatTypes statTypes(const BlockPool& pool) const;
+  Block* takeFreeBlock(BlockPool& pool, c10::Stream stream, size_t size);
+  Block* allocateSegment(BlockPool& pool, c10::Stream stream, size_t segmentSize);
+  void insertFree(Block* block);
+  void eraseFree(Block* block);
+  void freeBlock(Block* block);
+  void processEvents();
+  void synchronizeAndProcessEvents();
+  void releaseCachedSegments();
+  [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
+
+  const c10::DeviceIndex device_;
+  std::recursive_mutex mutex_;
+  DeviceStats stats_;
+  BlockPool smallBlocks_{true};
+  BlockPool largeBlocks_{false};
+  std::unordered_set<Block*> activeBlocks_;           // allocated, or freed with events pending
+  std::deque<std::pair<orEvent_t, Block*>> pending_;  // events a freed block waits for
+};
+
+}  // namespace openreg::allocator
