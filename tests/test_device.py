@@ -24,6 +24,47 @@ def test_import_torch_alone_registers_openreg():
     assert result.stdout.split() == ["openreg", "2", "openreg"]
 
 
+def test_importing_the_package_before_torch_works():
+    result = run_python("import torch_openreg, torch; print(torch.ones(2, device='openreg').cpu().tolist())")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[1.0, 1.0]"
+
+
+def test_diagnostics_command_reports_devices_and_configuration():
+    result = subprocess.run(
+        [sys.executable, "-m", "torch_openreg"], capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "OPENREG_DEVICE_MEMORY": "128M"},
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "built against     torch 2.13.0" in out
+    assert "openreg:1  OpenReg Emulated Device, 128.0 MiB" in out
+    assert "OPENREG_DEVICE_MEMORY          128M" in out
+    assert "OPENREG_LAUNCH_BLOCKING        (unset: 0)" in out
+    assert "initialized       False" in out
+
+
+def test_a_failing_backend_does_not_break_import_torch():
+    result = run_python(
+        """
+        import importlib.abc, sys
+
+        class Broken(importlib.abc.MetaPathFinder):  # the package fails to import, as with a bad build
+            def find_spec(self, name, path, target=None):
+                if name == "torch_openreg":
+                    raise ImportError("simulated: built for another torch")
+
+        sys.meta_path.insert(0, Broken())
+        import torch
+        print(hasattr(torch, "openreg"))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+    assert "torch_openreg could not be loaded" in result.stderr
+    assert "simulated: built for another torch" in result.stderr
+
+
 def test_autoload_can_be_disabled():
     result = run_python(
         "import torch; print(hasattr(torch, 'openreg'))",
@@ -36,7 +77,7 @@ def test_autoload_can_be_disabled():
 def test_registration_is_reentrant_and_generates_methods():
     torch_openreg._register()
     torch_openreg._register()
-    torch_openreg._autoload()
+    __import__("torch_openreg_autoload").load()
     assert torch.openreg is torch_openreg.openreg
     for owner in (torch.Tensor, torch.nn.Module, torch.UntypedStorage):
         assert hasattr(owner, "openreg"), owner

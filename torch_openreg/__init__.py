@@ -3,8 +3,9 @@
 Importing this package registers the device with PyTorch: PrivateUse1 is renamed `openreg`,
 `torch.openreg` becomes the device module, and `.openreg()` / `.is_openreg` methods are generated
 for tensors, modules and storages. With the package installed, `import torch` alone does this (the
-`torch.backends` entry point calls `_autoload`).
+`torch.backends` entry point, torch_openreg_autoload.load, imports this package).
 """
+
 
 import torch
 
@@ -43,10 +44,6 @@ def _register() -> None:
 
 
 _register()
-
-
-def _autoload() -> None:
-    """Entry point of the `torch.backends` group: importing the package did the work."""
 
 
 __all__ = ["openreg"]

@@ -11,6 +11,7 @@
 #include "core/Functions.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
+#include "core/allocator/HostAllocator.h"
 
 namespace openreg {
 namespace {
@@ -77,7 +78,13 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     streamWait(getCurrentOpenRegStream(self.device().index()), stream);
   } else if (!(toDevice && fromDevice)) {
     const at::Tensor& hostSide = toDevice ? self : dst;
-    if (!non_blocking || !isPinned(hostSide)) OPENREG_CHECK(orStreamSynchronize(stream.stream()));
+    if (non_blocking && isPinned(hostSide)) {
+      // Truly asynchronous: the pinned block must not be reused before the copy has run.
+      hostAllocator()->record_event(hostSide.data_ptr(),
+                                    hostSide.storage().data_ptr().get_context(), stream.unwrap());
+    } else {
+      OPENREG_CHECK(orStreamSynchronize(stream.stream()));
+    }
   }
   return dst;
 }

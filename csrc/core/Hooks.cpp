@@ -8,6 +8,8 @@
 #include "aten/Storage.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Generator.h"
+#include "core/allocator/HostAllocator.h"
 
 namespace openreg {
 namespace {
@@ -45,6 +47,15 @@ c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
   return MaybeExchangeDevice(device);
 }
 
+// [marker: hooks-generators]
+const at::Generator& Hooks::getDefaultGenerator(c10::DeviceIndex device_index) const {
+  return openreg::getDefaultGenerator(device_index);
+}
+
+at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
+  return createGenerator(device_index);
+}
+
 // [marker: hooks-pointers]
 at::Device Hooks::getDeviceFromPtr(void* data) const {
   orPointerAttributes attributes;
@@ -58,6 +69,10 @@ bool Hooks::isPinnedPtr(const void* data) const {
   orPointerAttributes attributes;
   return orPointerGetAttributes(&attributes, data) == orSuccess &&
          attributes.type == orMemoryTypeHost;
+}
+
+at::Allocator* Hooks::getPinnedMemoryAllocator() const {
+  return hostAllocator();
 }
 
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {

@@ -24,8 +24,12 @@ struct OPENREG_TORCH_API Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override;
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override;
 
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override;
+  at::Generator getNewGenerator(c10::DeviceIndex device_index = -1) const override;
+
   at::Device getDeviceFromPtr(void* data) const override;
   bool isPinnedPtr(const void* data) const override;
+  at::Allocator* getPinnedMemoryAllocator() const override;
   // UntypedStorage.resize_ on an openreg storage.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };

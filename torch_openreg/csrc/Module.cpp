@@ -4,11 +4,13 @@
 #include <ATen/Context.h>
 #include <openreg/runtime.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Generator.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 
@@ -131,6 +133,11 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_sleep", translated(+[](int64_t milliseconds) {
           openreg::sleepOnStream(openreg::getCurrentOpenRegStream(), milliseconds);
+        }));
+  // [marker: bindings-generators]
+  m.def("_get_default_generator", translated(+[](int device) {
+          return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+              openreg::getDefaultGenerator(static_cast<c10::DeviceIndex>(device))));
         }));
   // [marker: bindings-memory]
   m.def("_memory_snapshot", translated(+[] { return memorySnapshot(); }));

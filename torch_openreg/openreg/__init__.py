@@ -27,6 +27,17 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from .streams import (
     Event,
     Stream,
@@ -58,6 +69,11 @@ def _lazy_init() -> None:
             )
         _C._init()
         _initialized = True
+
+
+def _is_in_bad_fork() -> bool:
+    """True in a child forked after initialization (torch.manual_seed checks it)."""
+    return _C._is_in_bad_fork()
 
 
 def init() -> None:
@@ -159,6 +175,15 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 __all__ = [
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
     "empty_cache",
     "max_memory_allocated",
     "max_memory_reserved",

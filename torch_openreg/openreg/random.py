@@ -1,0 +1,79 @@
+"""Random-number state of `torch.openreg`, shaped like `torch.cuda.random`.
+
+Each device has a default generator with the CPU generator's engine and state layout
+(csrc/core/Generator.h), so the same seed gives the same stream as on the CPU, and states can be
+moved between the two."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+
+from .. import _C
+
+
+def _index(device: Any) -> int:
+    from . import _index as index
+
+    return index(device)
+
+
+def _generator(device: Any = None) -> torch.Generator:
+    return _C._get_default_generator(_index(device))
+
+
+def get_rng_state(device: Any = "openreg") -> torch.Tensor:
+    """The generator state of `device` as a CPU ByteTensor."""
+    return _generator(device).get_state()
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(torch.openreg.device_count())]
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "openreg") -> None:
+    _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
+
+
+def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the current device's generator."""
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for index in range(torch.openreg.device_count()):
+        _generator(index).manual_seed(int(seed))
+
+
+def seed() -> None:
+    """Seeds the current device's generator with a non-deterministic number."""
+    _generator().seed()
+
+
+def seed_all() -> None:
+    random_seed = _generator(0).seed()
+    for index in range(1, torch.openreg.device_count()):
+        _generator(index).manual_seed(random_seed)
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+__all__ = [
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
+]
