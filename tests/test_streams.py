@@ -144,3 +144,19 @@ def test_record_on_a_stream_of_another_device_is_rejected():
     event.record(openreg.default_stream(0))
     with pytest.raises(RuntimeError):
         event.record(openreg.default_stream(1))
+
+
+def test_misuse_gives_clear_errors():
+    cpu_stream = torch.Stream(device="cpu")
+    with pytest.raises(ValueError, match="expected an openreg stream"):
+        openreg.set_stream(cpu_stream)
+    with pytest.raises(ValueError, match="expected an openreg stream"):
+        openreg.stream(cpu_stream).__enter__()
+    with pytest.raises(ValueError, match="expected an openreg device, got 'cpu'"):
+        openreg.Stream(device="cpu")
+    with pytest.raises(RuntimeError, match="invalid device index 3: there are 2 openreg devices"):
+        openreg.Stream(device=3)
+    with pytest.raises(RuntimeError, match="does not match recording stream's device type"):
+        openreg.Event().record(cpu_stream)
+    assert openreg.Stream(priority=5).priority == 0  # clamped into the range, as on CUDA
+    assert openreg.Stream(priority=-7).priority == -1

@@ -7,15 +7,26 @@
 
 namespace openreg {
 
+void EventRecord::bind(std::shared_ptr<Stream> stream, std::uint64_t ticket) {
+  stream_ = std::move(stream);
+  ticket_ = ticket;
+}
+
+bool EventRecord::done() const {
+  return stream_->completedCount() >= ticket_;
+}
+
+void EventRecord::stamp() {
+  timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+}
+
 // [marker: event-record-complete]
-void EventRecord::complete() {
+void EventRecord::wakeWaiters() {
   std::vector<std::shared_ptr<Stream>> resume;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now().time_since_epoch())
-                  .count();
-    done_.store(true, std::memory_order_release);
     resume.swap(parked_);
   }
   cv_.notify_all();
@@ -25,7 +36,8 @@ void EventRecord::complete() {
 bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
   if (done()) return false;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (done_.load(std::memory_order_relaxed)) return false;
+  // wakeWaiters() takes the list under this lock after the counter moved: re-check under it.
+  if (done()) return false;
   parked_.push_back(stream);
   return true;
 }
@@ -38,7 +50,7 @@ void EventRecord::wait(int spinMicros) {
     std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return done_.load(std::memory_order_relaxed); });
+  cv_.wait(lock, [this] { return done(); });
 }
 
 std::shared_ptr<EventRecord> Event::newRecord() {

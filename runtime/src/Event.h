@@ -6,6 +6,10 @@
 // while a stream wait captures the record current at the time of the orStreamWaitEvent call.
 // Re-recording an event before its previous record completed therefore never confuses the two:
 // a waiter of the old record is released by the old record, not by the new one.
+// A record is complete exactly when its stream has completed the record's ticket (the count of
+// operations submitted up to and including it). Defining it by the stream's counter, rather than
+// by a flag of its own, makes the two views agree at every instant: once an event recorded last on
+// a stream has completed, the stream is idle, and the other way round.
 #pragma once
 
 #include <openreg/runtime.h>
@@ -23,19 +27,24 @@ class Stream;
 
 class EventRecord {
  public:
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Host, under the stream's queue lock, before the record is queued: which stream and ticket.
+  void bind(std::shared_ptr<Stream> stream, std::uint64_t ticket);
+  bool done() const;
   // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
   std::int64_t timeNs() const { return timeNs_; }
 
-  // Worker: completes the record, wakes host waiters and reschedules parked streams.
-  void complete();
+  // Worker, before the stream counts the record as completed: stamps the completion time.
+  void stamp();
+  // Worker, after: wakes host waiters and reschedules parked streams.
+  void wakeWaiters();
   // Worker: parks `stream` on this record. Returns false (and keeps nothing) if already done.
   bool parkIfPending(const std::shared_ptr<Stream>& stream);
   // Host: blocks until done.
   void wait(int spinMicros);
 
  private:
-  std::atomic<bool> done_{false};
+  std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record
+  std::uint64_t ticket_ = 0;
   std::int64_t timeNs_ = 0;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -18,8 +18,9 @@ std::uint64_t Stream::enqueue(StreamOp&& op) {
   std::uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
-    pending_.push_back(std::move(op));
     ticket = submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (op.kind == StreamOp::Kind::Record) op.record->bind(shared_from_this(), ticket);
+    pending_.push_back(std::move(op));
     if (!active_) {
       active_ = true;
       wake = true;
@@ -62,11 +63,22 @@ void Stream::run() {
     }
     while (cursor_ < running_.size()) {
       StreamOp& op = running_[cursor_];
+      if (op.kind == StreamOp::Kind::Record) {
+        // See Note [Event records]: the record is complete when the counter moves, so stamp the
+        // time first and wake its waiters after.
+        std::shared_ptr<EventRecord> record = std::move(op.record);
+        record->stamp();
+        op = StreamOp{};
+        ++cursor_;
+        markCompleted();
+        record->wakeWaiters();
+        continue;
+      }
       if (op.kind == StreamOp::Kind::Wait) {
         // Keep the record alive past parkIfPending: once parked, another worker may resume this
         // stream and clear running_ at any moment.
         std::shared_ptr<EventRecord> record = op.record;
-        if (record->parkIfPending(shared_from_this())) return;  // resumed by record->complete()
+        if (record->parkIfPending(shared_from_this())) return;  // resumed by record->wakeWaiters()
       } else {
         execute(op);
       }
@@ -111,8 +123,6 @@ void Stream::execute(StreamOp& op) {
       }
       break;
     case StreamOp::Kind::Record:
-      op.record->complete();
-      break;
     case StreamOp::Kind::Wait:
       break;  // handled in run()
   }

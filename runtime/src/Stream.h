@@ -57,6 +57,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
     return completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire);
   }
   std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
+  std::uint64_t completedCount() const { return completed_.load(std::memory_order_acquire); }
   // Blocks until the op with `ticket` (and all before it) has completed.
   void waitFor(std::uint64_t ticket);
   // Moves a pending task error into the calling thread's last-error message: returns

@@ -212,3 +212,27 @@ TEST(Event, ChainedWaitsDoNotDeadlockWithOneWorker) {
       },
       ::testing::ExitedWithCode(0), "");
 }
+
+// See Note [Event records]: an event recorded last on a stream completes exactly when the stream
+// becomes idle, whichever of the two an observer looks at first.
+TEST(Event, CompletionAgreesWithTheStreamAtEveryInstant) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  orEvent_t e;
+  OR_OK(orEventCreateWithFlags(&e, orEventDisableTiming));
+  for (int i = 0; i < 2000; ++i) {
+    OR_OK(openreg::launch(s, [] {}));
+    OR_OK(orEventRecord(e, s));
+    if (i % 2 == 0) {
+      while (orEventQuery(e) == orErrorNotReady) {
+      }
+      ASSERT_EQ(orStreamQuery(s), orSuccess) << "iteration " << i;
+    } else {
+      while (orStreamQuery(s) == orErrorNotReady) {
+      }
+      ASSERT_EQ(orEventQuery(e), orSuccess) << "iteration " << i;
+    }
+  }
+  OR_OK(orEventDestroy(e));
+  OR_OK(orStreamDestroy(s));
+}

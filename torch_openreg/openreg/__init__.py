@@ -14,30 +14,9 @@ from typing import Any
 import torch
 
 from .. import _C
-from .memory import (
-    empty_cache,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_reserved,
-    memory_snapshot,
-    memory_stats,
-    memory_summary,
-    reset_accumulated_memory_stats,
-    reset_peak_memory_stats,
-)
-from .random import (
-    get_rng_state,
-    get_rng_state_all,
-    initial_seed,
-    manual_seed,
-    manual_seed_all,
-    seed,
-    seed_all,
-    set_rng_state,
-    set_rng_state_all,
-)
+from . import memory as _memory, random as _random
+from .memory import *  # noqa: F401,F403  (listed in memory.__all__)
+from .random import *  # noqa: F401,F403  (listed in random.__all__)
 from .streams import (
     Event,
     Stream,
@@ -175,26 +154,6 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 __all__ = [
-    "get_rng_state",
-    "get_rng_state_all",
-    "initial_seed",
-    "manual_seed",
-    "manual_seed_all",
-    "seed",
-    "seed_all",
-    "set_rng_state",
-    "set_rng_state_all",
-    "empty_cache",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_snapshot",
-    "memory_stats",
-    "memory_summary",
-    "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats",
     "Event",
     "Stream",
     "StreamContext",
@@ -215,4 +174,4 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
-]
+] + _memory.__all__ + _random.__all__

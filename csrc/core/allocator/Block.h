@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 namespace openreg::allocator {
 

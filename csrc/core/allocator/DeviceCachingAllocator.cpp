@@ -278,16 +278,22 @@ DeviceStats DeviceCachingAllocator::getStats() {
   return stats_;
 }
 
-void DeviceCachingAllocator::resetAccumulatedStats() {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+// Applies `fn` to every Stat of every stat type.
+template <class F>
+void forEachStat(DeviceStats& stats, F fn) {
   for (size_t t = 0; t < static_cast<size_t>(StatType::NUM_TYPES); ++t) {
     for (auto* stat :
-         {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
-          &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
-          &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
-      stat->reset_accumulated();
+         {&stats.allocation[t], &stats.segment[t], &stats.active[t], &stats.inactive_split[t],
+          &stats.allocated_bytes[t], &stats.reserved_bytes[t], &stats.active_bytes[t],
+          &stats.inactive_split_bytes[t], &stats.requested_bytes[t]}) {
+      fn(*stat);
     }
   }
+}
+
+void DeviceCachingAllocator::resetAccumulatedStats() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
   stats_.num_sync_all_streams = 0;
@@ -297,14 +303,7 @@ void DeviceCachingAllocator::resetAccumulatedStats() {
 
 void DeviceCachingAllocator::resetPeakStats() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  for (size_t t = 0; t < static_cast<size_t>(StatType::NUM_TYPES); ++t) {
-    for (auto* stat :
-         {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
-          &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
-          &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
-      stat->reset_peak();
-    }
-  }
+  forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 // [marker: allocator-snapshot]
