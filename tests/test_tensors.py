@@ -22,7 +22,7 @@ def same(a, b):
     """Bitwise equality with the same dtype and shape (NaNs and signed zeros included)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 @pytest.mark.parametrize("device", DEVICES)

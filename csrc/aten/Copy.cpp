@@ -7,6 +7,7 @@
 #include <openreg/task.hpp>
 
 #include "aten/KernelAlias.h"
+#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -48,6 +49,7 @@ bool plainBytes(const at::Tensor& src, const at::Tensor& dst) {
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "openreg: copy_: the source shape ",
               self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
+  engine::count(engine::Path::Native);
   if (dst.numel() == 0) return dst;
   const bool toDevice = isOpenReg(dst);
   const bool fromDevice = isOpenReg(self);
@@ -64,10 +66,10 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     OPENREG_CHECK(
         orMemcpyAsync(dst.data_ptr(), self.data_ptr(), dst.nbytes(), kind, stream.stream()));
   } else {
-    // Kernel-window aliases for the device sides; host tensors are captured as they are, which
-    // also keeps their memory alive until the task has run.
-    at::Tensor to = toDevice ? kernelAlias(dst) : dst;
-    at::Tensor from = fromDevice ? kernelAlias(self) : self;
+    // Aliases only, see Note [Tasks hold no Python-visible tensor]. Host memory stays valid:
+    // either this call waits for the copy below, or it is pinned and protected by record_event.
+    at::Tensor to = toDevice ? kernelAlias(dst) : hostAlias(dst);
+    at::Tensor from = fromDevice ? kernelAlias(self) : hostAlias(self);
     OPENREG_CHECK(openreg::launch(
         stream.stream(),
         [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); }));

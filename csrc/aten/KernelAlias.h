@@ -15,4 +15,16 @@ namespace openreg {
 
 OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
 
+// Note [Tasks hold no Python-visible tensor]
+// A task runs on a device worker, which never holds the GIL. Dropping a reference to a tensor
+// that has a Python object can need the GIL (PyTorch moves the object's ownership when the C++
+// reference count changes), and the host may be holding the GIL while it waits for that very
+// task: a deadlock. So a task captures only tensors made for it: kernel aliases of device tensors,
+// hostAlias() of host tensors, and fresh clones of CPU scalars.
+//
+// hostAlias(t): a non-owning CPU tensor over t's memory, with t's sizes, strides, dtype and
+// conjugate/negative bits. The caller keeps the memory alive until the task has run (it waits
+// for the task, or the memory is pinned and protected by record_event).
+OPENREG_TORCH_API at::Tensor hostAlias(const at::Tensor& hostTensor);
+
 }  // namespace openreg

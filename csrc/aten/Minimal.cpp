@@ -3,10 +3,12 @@
 // ATen's generic implementations, Copy.cpp and Storage.cpp.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
@@ -15,6 +17,7 @@
 #include "aten/Copy.h"
 #include "aten/KernelAlias.h"
 #include "aten/Storage.h"
+#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -117,6 +120,7 @@ at::Scalar localScalarDense(const at::Tensor& self) {
 
 // [marker: fill]
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
+  engine::count(engine::Path::Native);
   if (self.numel() == 0) return self;
   OPENREG_CHECK(
       openreg::launch(getCurrentOpenRegStream(self.device().index()).stream(),
@@ -135,13 +139,6 @@ void recordStream(at::Tensor& self, at::Stream stream) {
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
-// [marker: copying-fallback]
-// The classic fallback: copies every openreg input to the CPU, runs the CPU kernel, copies the
-// results back. Kept as the reference mechanism; the asynchronous engine replaces it per operator.
-void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  at::native::cpu_fallback(op, stack);
-}
-
 }  // namespace
 
 // [marker: minimal-registrations]
@@ -151,6 +148,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("resize_", TORCH_FN(resize));
   m.impl("set_.source_Storage", TORCH_FN(setStorage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
@@ -164,8 +164,23 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", TORCH_FN(recordStream));
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}  // namespace openreg
+
+namespace openreg {
+
+// [marker: copy-conj-fallthrough]
+// A copy from a conjugate or negative view would otherwise be intercepted by PyTorch's
+// Conjugate/Negative fallbacks, which materialize the view with clone(), which copies, which
+// calls _copy_from again: an infinite recursion for any device but the CPU and CUDA. Our copy
+// keeps the bits on its aliases and lets the CPU's copy_ resolve them, so it needs no help.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace openreg

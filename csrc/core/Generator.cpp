@@ -15,16 +15,17 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device)
 }
 
 const at::Generator& getDefaultGenerator(c10::DeviceIndex device) {
-  static std::vector<at::Generator> generators;
+  // Never destroyed: Python may still use a generator during exit.
+  static auto* generators = new std::vector<at::Generator>();
   static std::once_flag created;
   std::call_once(created, [] {
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      generators.push_back(at::make_generator<GeneratorImpl>(i));
+      generators->push_back(at::make_generator<GeneratorImpl>(i));
     }
   });
   if (device < 0) device = current_device();
   check_device_index(device);
-  return generators[device];
+  return (*generators)[device];
 }
 
 at::Generator createGenerator(c10::DeviceIndex device) {

@@ -28,8 +28,9 @@ struct DevicePools {
 };
 
 std::vector<DevicePools>& pools() {
-  static std::vector<DevicePools> all(static_cast<size_t>(device_count()));
-  return all;
+  static auto* all =
+      new std::vector<DevicePools>(static_cast<size_t>(device_count()));  // never destroyed
+  return *all;
 }
 
 DeviceIndex resolve(DeviceIndex device) {

@@ -8,6 +8,7 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
@@ -141,6 +142,18 @@ PYBIND11_MODULE(_C, m) {
         }));
   // [marker: bindings-memory]
   m.def("_memory_snapshot", translated(+[] { return memorySnapshot(); }));
+  // [marker: bindings-ledger]
+  m.def("_path_counts", translated(+[] {
+          const auto counts = openreg::engine::pathCounts();
+          py::dict d;
+          for (int i = 0; i < openreg::engine::kPathCount; ++i) {
+            d[openreg::engine::pathName(static_cast<openreg::engine::Path>(i))] = counts.calls[i];
+          }
+          d["copied_bytes"] = counts.copiedBytes;
+          return d;
+        }));
+  m.def("_set_fallback_policy",
+        translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] {
           int version = 0;
           OPENREG_CHECK(orRuntimeGetVersion(&version));

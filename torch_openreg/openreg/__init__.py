@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import memory as _memory, random as _random
+from . import ledger as _ledger, memory as _memory, random as _random
+from .ledger import *  # noqa: F401,F403  (listed in ledger.__all__)
 from .memory import *  # noqa: F401,F403  (listed in memory.__all__)
 from .random import *  # noqa: F401,F403  (listed in random.__all__)
 from .streams import (
@@ -174,4 +175,4 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
-] + _memory.__all__ + _random.__all__
+] + _ledger.__all__ + _memory.__all__ + _random.__all__

@@ -108,9 +108,11 @@ std::vector<c10::CachingDeviceAllocator::SegmentInfo> DeviceAllocator::snapshot(
   return all;
 }
 
+// Never destroyed: tensors may still be freed by other libraries' static destructors at exit,
+// after this library's would have run.
 DeviceAllocator& deviceAllocator() {
-  static DeviceAllocator instance;
-  return instance;
+  static auto* instance = new DeviceAllocator();
+  return *instance;
 }
 
 // [marker: allocator-registration]

@@ -1,0 +1,78 @@
+#include "aten/engine/Ledger.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace openreg::engine {
+namespace {
+
+std::atomic<int64_t> gCalls[kPathCount];
+std::atomic<int64_t> gCopiedBytes{0};
+thread_local int tPolicyOverride = -1;
+
+FallbackPolicy policyFromEnvironment() {
+  const char* value = std::getenv("OPENREG_FALLBACK");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "allow") == 0)
+    return FallbackPolicy::Allow;
+  if (std::strcmp(value, "warn") == 0) return FallbackPolicy::Warn;
+  if (std::strcmp(value, "error") == 0) return FallbackPolicy::Error;
+  TORCH_CHECK(false, "openreg: invalid OPENREG_FALLBACK='", value,
+              "': expected allow, warn or error");
+}
+
+}  // namespace
+
+const char* pathName(Path path) {
+  static const char* names[kPathCount] = {"native", "async", "sync", "copying"};
+  return names[static_cast<int>(path)];
+}
+
+void count(Path path) {
+  gCalls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void countCopiedBytes(int64_t bytes) {
+  gCopiedBytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+PathCounts pathCounts() {
+  PathCounts counts;
+  for (int i = 0; i < kPathCount; ++i) counts.calls[i] = gCalls[i].load(std::memory_order_relaxed);
+  counts.copiedBytes = gCopiedBytes.load(std::memory_order_relaxed);
+  return counts;
+}
+
+FallbackPolicy fallbackPolicy() {
+  if (tPolicyOverride >= 0) return static_cast<FallbackPolicy>(tPolicyOverride);
+  static const FallbackPolicy fromEnvironment = policyFromEnvironment();
+  return fromEnvironment;
+}
+
+int setThreadFallbackPolicy(int policy) {
+  TORCH_CHECK(policy >= -1 && policy <= 2, "openreg: invalid fallback policy ", policy);
+  const int previous = tPolicyOverride;
+  tPolicyOverride = policy;
+  return previous;
+}
+
+// [marker: fallback-policy]
+void checkCopyingFallback(const std::string& op, const std::string& why) {
+  switch (fallbackPolicy()) {
+    case FallbackPolicy::Allow:
+      return;
+    case FallbackPolicy::Warn:
+      TORCH_WARN("openreg: ", op, " runs through the copying CPU fallback (", why,
+                 "): its inputs are copied to the CPU and its results back.");
+      return;
+    case FallbackPolicy::Error:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: ", op,
+                                  " would run through the copying CPU fallback (", why,
+                                  ") and the fallback policy is 'error' (OPENREG_FALLBACK or "
+                                  "torch.openreg.fallback_policy).");
+  }
+}
+
+}  // namespace openreg::engine

@@ -1,0 +1,43 @@
+// The ledger of execution paths, and the fallback policy.
+//
+// Every operator call on openreg tensors takes one path, counted here:
+//   native   a kernel registered for openreg (copies, fills, factories)
+//   async    the generic engine's asynchronous path: ATen's CPU kernel run as a stream task on
+//            kernel-window aliases, outputs allocated ahead from Meta shapes
+//   sync     the generic engine's synchronizing path: the stream is synchronized first (data-
+//            dependent shapes, host results, random numbers), then the same CPU kernel runs
+//   copying  the classic fallback: inputs copied to the CPU and results back (also counted in
+//            copiedBytes)
+// The policy (OPENREG_FALLBACK=allow|warn|error, or a scoped override) decides what a copying
+// fallback does, so a test can make a silent one impossible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/Macros.h"
+
+namespace openreg::engine {
+
+enum class Path : int { Native = 0, Async = 1, Sync = 2, Copying = 3 };
+constexpr int kPathCount = 4;
+OPENREG_TORCH_API const char* pathName(Path path);
+
+struct PathCounts {
+  int64_t calls[kPathCount] = {};
+  int64_t copiedBytes = 0;
+};
+
+OPENREG_TORCH_API void count(Path path);
+OPENREG_TORCH_API void countCopiedBytes(int64_t bytes);
+OPENREG_TORCH_API PathCounts pathCounts();
+
+enum class FallbackPolicy : int { Allow = 0, Warn = 1, Error = 2 };
+// The policy in effect on this thread: the scoped override if any, else OPENREG_FALLBACK.
+OPENREG_TORCH_API FallbackPolicy fallbackPolicy();
+// Sets this thread's override; returns the previous one (-1: none). -1 clears it.
+OPENREG_TORCH_API int setThreadFallbackPolicy(int policy);
+// Applies the policy to a copying fallback of `op`: throws, warns or does nothing.
+void checkCopyingFallback(const std::string& op, const std::string& why);
+
+}  // namespace openreg::engine

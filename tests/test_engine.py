@@ -1,0 +1,265 @@
+"""The generic execution engine: any ATen operator on openreg, asynchronous, zero-copy, equal to
+the CPU. CPU is the oracle: each result is compared bitwise with the same call on CPU tensors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import run_python
+
+openreg = torch.openreg
+
+
+def same(a, b):
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if not isinstance(a, torch.Tensor):
+        return a == b
+    a = a.cpu()
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+    )
+
+
+def to_device(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("openreg")
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v) for v in value)
+    return value
+
+
+g = torch.Generator().manual_seed(0)
+A = torch.randn(8, 6, generator=g)
+B = torch.randn(6, 5, generator=g)
+POS = torch.rand(8, 6, generator=g) + 0.1
+IDX = torch.randint(0, 8, (5,), generator=g)
+IMG = torch.randn(2, 3, 8, 8, generator=g)
+W = torch.randn(4, 3, 3, 3, generator=g)
+
+FUNCTIONAL = {
+    "add": (torch.add, (A, A)),
+    "add_scalar": (lambda x: x + 2.5, (A,)),
+    "sub_alpha": (lambda x, y: torch.sub(x, y, alpha=3), (A, A.flip(0))),
+    "mul_int": (torch.mul, (IDX, IDX)),
+    "div": (torch.div, (A, POS)),
+    "mm": (torch.mm, (A, B)),
+    "matmul_batched": (torch.matmul, (A.view(2, 4, 6), B)),
+    "relu": (torch.relu, (A,)),
+    "sigmoid": (torch.sigmoid, (A,)),
+    "tanh": (torch.tanh, (A,)),
+    "exp_log": (lambda x: torch.log(torch.exp(x)), (A,)),
+    "sqrt": (torch.sqrt, (POS,)),
+    "pow": (torch.pow, (POS, 1.7)),
+    "sum": (torch.sum, (A,)),
+    "sum_dim": (lambda x: x.sum(1, keepdim=True), (A,)),
+    "mean": (lambda x: x.mean(0), (A,)),
+    "amax": (lambda x: x.amax(1), (A,)),
+    "argmax": (lambda x: x.argmax(1), (A,)),
+    "softmax": (lambda x: F.softmax(x, 1), (A,)),
+    "log_softmax": (lambda x: F.log_softmax(x, 0), (A,)),
+    "cat": (lambda x, y: torch.cat([x, y, x]), (A, A)),
+    "stack": (lambda x: torch.stack([x, x], 1), (A,)),
+    "where": (lambda x: torch.where(x > 0, x, -x), (A,)),
+    "clamp": (lambda x: x.clamp(-0.5, 0.5), (A,)),
+    "cumsum": (lambda x: x.cumsum(0), (A,)),
+    "sort": (lambda x: torch.sort(x, 1), (A,)),
+    "topk": (lambda x: torch.topk(x, 3), (A,)),
+    "max_dim": (lambda x: torch.max(x, 1), (A,)),
+    "gather": (lambda x, i: x.gather(0, i.view(5, 1).expand(5, 6)), (A, IDX)),
+    "index_select": (lambda x, i: x.index_select(0, i), (A, IDX)),
+    "embedding": (F.embedding, (IDX, A)),
+    "conv2d": (F.conv2d, (IMG, W)),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), (IMG,)),
+    "layer_norm": (lambda x: F.layer_norm(x, (6,)), (A,)),
+    "cross_entropy": (lambda x, y: F.cross_entropy(x, y % 6), (A, IDX.repeat(2)[:8])),
+    "transpose_input": (lambda x: (x.t() * 2).sum(0), (A,)),
+    "slice_input": (lambda x: x[1::2, ::3] + 1, (A,)),
+    "zero_size": (lambda x: x[:0] * 2, (A,)),
+    "bool_ops": (lambda x: (x > 0) & (x < 1), (A,)),
+    "dtype_promotion": (lambda x, i: x[:5, 0] + i, (A, IDX)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL))
+def test_functional_operators_equal_cpu(name):
+    fn, args = FUNCTIONAL[name]
+    expected = fn(*args)
+    with openreg.count_paths() as paths:
+        actual = fn(*to_device(args))
+    for result in actual if isinstance(actual, tuple) else (actual,):
+        assert result.device.type == "openreg"
+    assert same(tuple(actual) if isinstance(actual, tuple) else actual,
+                tuple(expected) if isinstance(expected, tuple) else expected), name
+    assert paths["copying"] == 0
+
+
+def test_in_place_and_out_operators():
+    d = A.to("openreg").clone()
+    d.add_(1).mul_(A.to("openreg")).clamp_(max=1.0)
+    assert same(d, ((A + 1) * A).clamp(max=1.0))
+    out = torch.empty(0, device="openreg")
+    torch.mm(A.to("openreg"), B.to("openreg"), out=out)  # resized from empty, as on CPU
+    assert same(out, A @ B)
+    values, indices = torch.empty(0, device="openreg"), torch.empty(0, dtype=torch.long, device="openreg")
+    torch.max(A.to("openreg"), 1, out=(values, indices))
+    assert same((values, indices), tuple(torch.max(A, 1)))
+
+
+def test_operators_are_asynchronous():
+    s = openreg.Stream()
+    x, w = A.to("openreg"), B.to("openreg")  # blocking copies: before the sleep
+    with openreg.stream(s):
+        openreg._sleep(100)
+        y = torch.mm(x, w).relu()  # returns before the sleep is over
+        assert not s.query()
+        assert y.shape == (8, 5) and y.device.type == "openreg"
+    # Reading y on the default stream needs it to wait for s, as on CUDA: without the wait the
+    # copy below could run before the product is computed.
+    openreg.current_stream().wait_stream(s)
+    assert same(y, torch.mm(A, B).relu())
+
+
+def test_data_dependent_shapes_and_host_results_synchronize():
+    d = A.to("openreg")
+    with openreg.count_paths() as paths:
+        assert same((d > 0).nonzero(), (A > 0).nonzero())
+        assert same(d[d > 0.5], A[A > 0.5])
+        assert same(torch.masked_select(d, d < 0), torch.masked_select(A, A < 0))
+        assert same(torch.unique(IDX.to("openreg")), torch.unique(IDX))
+        assert torch.equal(d, d.clone()) and not torch.equal(d, d + 1)
+        assert d[0, 0].item() == A[0, 0].item()
+    assert paths["sync"] >= 5 and paths["copying"] == 0
+
+
+def test_random_operators_equal_cpu_for_the_same_seed():
+    for fn in (lambda dev: torch.randn(4, 5, device=dev), lambda dev: torch.rand(7, device=dev),
+               lambda dev: torch.randint(0, 100, (6,), device=dev),
+               lambda dev: torch.empty(5, device=dev).normal_(2.0, 3.0),
+               lambda dev: torch.bernoulli(torch.full((9,), 0.3, device=dev)),
+               lambda dev: torch.native_dropout(torch.ones(10, device=dev), 0.5, True)):
+        torch.manual_seed(21)  # seeds the CPU and every openreg device
+        expected = fn("cpu")
+        torch.manual_seed(21)
+        assert same(fn("openreg"), expected)
+    gen = torch.Generator(device="openreg").manual_seed(3)
+    cpu = torch.Generator().manual_seed(3)
+    assert same(torch.randn(3, generator=gen, device="openreg"), torch.randn(3, generator=cpu))
+    with pytest.raises(RuntimeError, match="needs an openreg generator"):
+        torch.randn(3, generator=torch.Generator(), device="openreg")
+
+
+def test_shape_errors_are_raised_at_the_call():
+    with pytest.raises(RuntimeError, match="must match the size"):
+        A.to("openreg") + torch.ones(5, device="openreg")
+    with pytest.raises(RuntimeError):
+        torch.mm(A.to("openreg"), A.to("openreg"))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        A.to("openreg") + A.to("openreg:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        A.to("openreg") + A
+
+
+def test_kernel_errors_surface_at_the_next_synchronization():
+    bad = torch.tensor([0, 99]).to("openreg")
+    y = A.to("openreg").index_select(0, bad)  # the index is checked inside the kernel
+    with pytest.raises(RuntimeError, match=r"aten::index_select.*out of range"):
+        openreg.synchronize()
+    openreg.synchronize()  # reported once; the device keeps working
+    assert same(A.to("openreg") * 2, A * 2)
+    del y
+
+
+def test_launch_blocking_raises_kernel_errors_at_the_call():
+    result = run_python(
+        """
+        import torch
+        x = torch.randn(4, 3).to("openreg")
+        try:
+            x.index_select(0, torch.tensor([7]).to("openreg"))
+        except RuntimeError as e:
+            print("raised at the call:", "index_select" in str(e))
+        """,
+        env={"OPENREG_LAUNCH_BLOCKING": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "raised at the call: True"
+
+
+def test_fallback_policy_makes_a_copying_fallback_visible(capfd):
+    # aten::_values on a dense tensor: a view operator without an openreg kernel, so it would take
+    # the copying fallback (and then fail on the CPU too, which has no dense _values).
+    dense = A.to("openreg")
+    with openreg.fallback_policy("error"), openreg.count_paths() as paths:
+        with pytest.raises(NotImplementedError, match="copying CPU fallback.*policy is 'error'"):
+            torch.ops.aten._values(dense)
+    assert paths["copying"] == 0
+    with openreg.fallback_policy("warn"), openreg.count_paths() as paths:
+        with pytest.raises(NotImplementedError):
+            torch.ops.aten._values(dense)
+    assert paths["copying"] == 1
+    assert "aten::_values runs through the copying CPU fallback" in capfd.readouterr().err
+    with pytest.raises(ValueError, match="fallback policy must be one of"):
+        with openreg.fallback_policy("sometimes"):
+            pass
+
+
+def test_training_an_mlp_matches_cpu_bitwise_without_fallbacks():
+    def train(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+        ).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        gen = torch.Generator().manual_seed(1)
+        x, y = torch.randn(64, 16, generator=gen).to(device), torch.randint(0, 4, (64,), generator=gen).to(device)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item(), [p.detach().cpu() for p in model.parameters()], model[1].running_var.cpu()
+
+    with openreg.count_paths() as paths:
+        loss_o, params_o, var_o = train("openreg")
+    loss_c, params_c, var_c = train("cpu")
+    assert loss_o == loss_c
+    assert all(same(a, b) for a, b in zip(params_o, params_c))
+    assert same(var_o, var_c)
+    assert paths["copying"] == 0 and paths["async"] > 100
+
+
+def test_no_cpu_kernel_is_shadowed_by_a_composite_default():
+    # An operator with a CPU kernel and a CompositeExplicitAutograd kernel would run the composite
+    # (a decomposition with other rounding) on openreg unless openreg registers a kernel for it.
+    C = torch._C
+    shadowed = [
+        n for n in C._dispatch_get_all_op_names()
+        if n.startswith("aten::")
+        and C._dispatch_has_kernel_for_dispatch_key(n, "CPU")
+        and C._dispatch_has_kernel_for_dispatch_key(n, "CompositeExplicitAutograd")
+        and not C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")
+    ]
+    assert shadowed == []
+
+
+def test_conjugate_and_negative_views_and_cpu_scalars():
+    z = torch.randn(5, dtype=torch.complex64, generator=torch.Generator().manual_seed(4))
+    d = z.to("openreg")
+    assert same(torch.conj(d), torch.conj(z).resolve_conj())           # copy of a conjugate view
+    assert same(torch.conj(d) * 2, torch.conj(z) * 2)                 # kernel input with the bit
+    assert same(torch.conj(d).imag * 1, torch.conj(z).imag * 1)       # negative view
+    assert same(torch.conj(z).to("openreg"), torch.conj(z).resolve_conj())  # host conj -> device
+    assert same(d.real + torch.tensor(2.0), z.real + 2)               # CPU 0-dim scalar operand
+
+
+def test_no_deadlock_when_python_owned_scalars_meet_a_waiting_host():
+    # A task must not drop references to Python-visible tensors (it would need the GIL while the
+    # host holds it waiting): see Note [Tasks hold no Python-visible tensor].
+    x = torch.randn(256, 256).to("openreg")
+    for _ in range(200):
+        scalar = torch.tensor(1.5)
+        x.mul_(scalar).div_(scalar)
+        del scalar
+        openreg.synchronize()
+    assert same(x, x.cpu())
