@@ -23,10 +23,6 @@
 namespace openreg {
 namespace {
 
-at::Tensor toMeta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 at::Tensor emptyLike(const at::Tensor& meta, const at::Tensor& onDevice) {
   return at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(onDevice.device()));
 }
@@ -44,8 +40,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   DeviceScope scope(input.device().index());
   const bool hasBias = bias.has_value() && bias->defined();
   const at::Tensor shape =
-      at::convolution(toMeta(input), toMeta(weight),
-                      hasBias ? std::optional<at::Tensor>(toMeta(*bias)) : std::nullopt, stride,
+      at::convolution(metaLike(input), metaLike(weight),
+                      hasBias ? std::optional<at::Tensor>(metaLike(*bias)) : std::nullopt, stride,
                       padding, dilation, transposed, output_padding, groups);
   at::Tensor out = emptyLike(shape, input);
   if (out.numel() == 0) return out;

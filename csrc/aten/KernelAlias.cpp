@@ -2,6 +2,7 @@
 
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/_neg_view.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <openreg/runtime.h>
 
@@ -33,6 +34,10 @@ at::Tensor kernelAlias(const at::Tensor& deviceTensor) {
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {
   return aliasLike(hostTensor.data_ptr(), hostTensor);
+}
+
+at::Tensor metaLike(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
 }  // namespace openreg

@@ -27,4 +27,8 @@ OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
 // for the task, or the memory is pinned and protected by record_event).
 OPENREG_TORCH_API at::Tensor hostAlias(const at::Tensor& hostTensor);
 
+// A Meta tensor with t's sizes, strides and dtype: what kernels are asked about to learn output
+// shapes without touching data.
+OPENREG_TORCH_API at::Tensor metaLike(const at::Tensor& t);
+
 }  // namespace openreg

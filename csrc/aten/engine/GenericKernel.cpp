@@ -234,10 +234,6 @@ c10::IValue taskArgument(const c10::IValue& arg) {
   return arg;
 }
 
-at::Tensor toMeta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 // The argument returned for a write-aliased return: the argument with the same alias set.
 c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnIndex,
                             c10::ArrayRef<c10::IValue> args) {
@@ -296,7 +292,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   // 1. Shapes, strides, dtypes and call-site errors from the Meta kernel.
   torch::jit::Stack meta;
   meta.reserve(nArgs);
-  for (const c10::IValue& arg : args) meta.push_back(mapTensors(arg, toMeta));
+  for (const c10::IValue& arg : args) meta.push_back(mapTensors(arg, metaLike));
   const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
   try {
     op.callBoxed(&meta);
