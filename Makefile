@@ -77,6 +77,7 @@ bench: build
 	@mkdir -p bench/results
 	build/release/bench/runtime_bench bench/results/runtime.json
 	build/release/bench/allocator_bench bench/results/allocator.json
+	$(PYTHON) bench/engine_bench.py bench/results/engine.json
 
 clean:
 	rm -rf build
