@@ -265,3 +265,67 @@ def test_no_deadlock_when_python_owned_scalars_meet_a_waiting_host():
         del scalar
         openreg.synchronize()
     assert same(x, expected)
+
+
+# Note [Shape cache]: Meta answers are remembered per call signature. A remembered answer must
+# never be reused for a call that differs in anything a Meta kernel can see.
+def test_the_shape_cache_answers_repeated_calls_without_the_meta_kernel():
+    x = A.to("openreg")
+    torch.relu(x)
+    with openreg.count_paths() as paths:
+        for _ in range(5):
+            y = torch.relu(x)
+    assert paths["async"] == 5 and paths["meta_calls"] == 0
+    assert same(y, torch.relu(A))
+
+
+SIGNATURE_VARIANTS = {
+    "dim": (lambda x: x.sum(0), lambda x: x.sum(1)),
+    "keepdim": (lambda x: x.sum(1), lambda x: x.sum(1, keepdim=True)),
+    "scalar value": (lambda x: x.clamp(min=0.5), lambda x: x.clamp(min=-0.5)),
+    "scalar type": (lambda x: x.long() + 2, lambda x: x.long() + 2.5),
+    "string": (lambda x: torch.div(x, 0.3, rounding_mode="floor"), lambda x: torch.div(x, 0.3, rounding_mode="trunc")),
+    "strides": (lambda x: torch.exp(x), lambda x: torch.exp(x.t())),
+    "dtype": (lambda x: torch.exp(x), lambda x: torch.exp(x.double())),
+    "size list": (lambda x: x.repeat(2, 1), lambda x: x.repeat(1, 3)),
+    "cpu scalar tensor": (lambda x: x.long() * torch.tensor(3), lambda x: x.long() * torch.tensor(3.5)),
+    "none vs value": (lambda x: torch.cumsum(x, 0), lambda x: torch.cumsum(x, 0, dtype=torch.float64)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURE_VARIANTS))
+def test_the_shape_cache_tells_signatures_apart(name):
+    first, second = SIGNATURE_VARIANTS[name]
+    x = A.to("openreg")
+    for fn in (first, second, first, second):  # each answer is used again after the other one
+        assert same(fn(x), fn(A)), name
+
+
+def test_the_shape_cache_does_not_remember_errors():
+    x = A.to("openreg")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="size of tensor a"):
+            x + torch.ones(5, device="openreg")
+    for _ in range(2):  # an out= argument resized by the Meta answer, then found at its size
+        out = torch.empty(0, device="openreg")
+        torch.add(x, x, out=out)
+        assert same(out, A + A)
+
+
+def test_the_shape_cache_is_bounded_and_stays_correct():
+    # More signatures than a cache holds (ShapeCache::kMaxEntries is 1024): emptied when full.
+    for n in range(1, 1100):
+        x = torch.arange(n, dtype=torch.float32)
+        y = torch.neg(x.to("openreg"))
+        assert y.shape == (n,)
+    assert same(y, torch.neg(x))
+
+
+def test_the_default_dtype_is_part_of_the_signature():
+    previous = torch.get_default_dtype()
+    try:
+        for dtype in (torch.float64, torch.float32, torch.float64):
+            torch.set_default_dtype(dtype)
+            assert same(torch.linspace(0, 1, 7, device="openreg"), torch.linspace(0, 1, 7))
+    finally:
+        torch.set_default_dtype(previous)

@@ -11,25 +11,53 @@
 namespace openreg {
 namespace {
 
-// A non-owning CPU view of `data` shaped like `like`, keeping its conjugate and negative bits
-// (dropping them would silently change the values a kernel sees).
-at::Tensor aliasLike(void* data, const at::Tensor& like) {
-  at::Tensor alias = at::from_blob(
-      data, like.sizes(), like.strides(), [](void*) {}, like.options().device(at::kCPU));
-  if (like.is_conj()) alias = alias._conj();
-  if (like.is_neg()) alias = alias._neg_view();
+// A non-owning CPU tensor over `data`, keeping the conjugate and negative bits (dropping them would
+// silently change the values a kernel sees). No deleter and no context: the data pointer is made
+// without a heap allocation.
+at::Tensor aliasOf(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                   c10::ScalarType dtype, bool conj, bool neg) {
+  at::Tensor alias = at::for_blob(data, sizes)
+                         .strides(strides)
+                         .options(at::TensorOptions().dtype(dtype).device(at::kCPU))
+                         .make_tensor();
+  if (conj) alias = alias._conj();
+  if (neg) alias = alias._neg_view();
   return alias;
+}
+
+at::Tensor aliasLike(void* data, const at::Tensor& like) {
+  return aliasOf(data, like.sizes(), like.strides(), like.scalar_type(), like.is_conj(),
+                 like.is_neg());
+}
+
+void* kernelPointer(const at::Tensor& deviceTensor) {
+  void* kernelPtr = nullptr;
+  if (deviceTensor.data_ptr() != nullptr) {
+    OPENREG_CHECK(orGetKernelPointer(&kernelPtr, deviceTensor.data_ptr()));
+  }
+  return kernelPtr;
 }
 
 }  // namespace
 
 // [marker: kernel-alias]
 at::Tensor kernelAlias(const at::Tensor& deviceTensor) {
-  void* kernelPtr = nullptr;
-  if (deviceTensor.data_ptr() != nullptr) {
-    OPENREG_CHECK(orGetKernelPointer(&kernelPtr, deviceTensor.data_ptr()));
-  }
-  return aliasLike(kernelPtr, deviceTensor);
+  return aliasLike(kernelPointer(deviceTensor), deviceTensor);
+}
+
+KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
+  KernelAliasSpec spec;
+  spec.data = kernelPointer(deviceTensor);
+  spec.dtype = deviceTensor.scalar_type();
+  spec.conj = deviceTensor.is_conj();
+  spec.neg = deviceTensor.is_neg();
+  spec.sizes.assign(deviceTensor.sizes().begin(), deviceTensor.sizes().end());
+  spec.strides.assign(deviceTensor.strides().begin(), deviceTensor.strides().end());
+  return spec;
+}
+
+at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
+  return aliasOf(spec.data, spec.sizes, spec.strides, spec.dtype, spec.conj, spec.neg);
 }
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {

@@ -8,12 +8,27 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include "core/Macros.h"
 
 namespace openreg {
 
 OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
+
+// A kernel alias described rather than made: what a task needs to make it on the worker. The
+// engine's tasks carry these, so the tensor objects of an alias are created and freed on the same
+// thread (the worker), and the host pays for no tensor allocation per argument.
+struct KernelAliasSpec {
+  void* data = nullptr;  // kernel-window address
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool conj = false;
+  bool neg = false;
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+};
+OPENREG_TORCH_API KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor);
+OPENREG_TORCH_API at::Tensor makeKernelAlias(const KernelAliasSpec& spec);
 
 // Note [Tasks hold no Python-visible tensor]
 // A task runs on a device worker, which never holds the GIL. Dropping a reference to a tensor

@@ -150,6 +150,7 @@ PYBIND11_MODULE(_C, m) {
             d[openreg::engine::pathName(static_cast<openreg::engine::Path>(i))] = counts.calls[i];
           }
           d["copied_bytes"] = counts.copiedBytes;
+          d["meta_calls"] = counts.metaCalls;
           return d;
         }));
   m.def("_set_fallback_policy",

@@ -18,7 +18,9 @@ _POLICIES = {"allow": 0, "warn": 1, "error": 2}
 
 
 def path_counts() -> dict[str, int]:
-    """Calls per path since the process started, and bytes copied by the copying fallback."""
+    """Calls per path since the process started, bytes copied by the copying fallback, and Meta
+    kernel runs (`meta_calls`: the asynchronous path runs one only for a call signature it has not
+    seen before)."""
     return dict(_C._path_counts())
 
 

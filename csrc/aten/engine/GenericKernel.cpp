@@ -35,14 +35,16 @@
 #include <torch/library.h>
 #include <openreg/task.hpp>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "aten/KernelAlias.h"
 #include "aten/engine/Ledger.h"
+#include "aten/engine/OpTraits.h"
+#include "aten/engine/ShapeCache.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
@@ -55,89 +57,6 @@ constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
 bool isOpenReg(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-bool isGeneratorType(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::GeneratorType) return true;
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
-}
-
-bool isTensorType(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) return true;
-  if (auto optional = type->cast<c10::OptionalType>())
-    return isTensorType(optional->getElementType());
-  if (auto list = type->cast<c10::ListType>()) return isTensorType(list->getElementType());
-  return false;
-}
-
-// What the schema says about an operator, computed once per operator.
-struct OpTraits {
-  bool view = false;        // returns an alias it does not write
-  bool mutates = false;     // writes arguments (in-place, out=), and returns only those
-  bool random = false;      // takes a Generator
-  bool hostResult = false;  // returns something other than tensors
-  std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
-  int metaWorks = -1;  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
-};
-
-std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& schema) {
-  const std::string& overload = schema.overload_name();
-  for (const std::string& name :
-       {overload.empty() ? std::string("out") : overload + "_out", std::string("out")}) {
-    auto handle = c10::Dispatcher::singleton().findSchema({schema.name(), name});
-    if (!handle) continue;
-    const auto& out = handle->schema();
-    const size_t nArgs = schema.arguments().size();
-    if (out.arguments().size() != nArgs + schema.returns().size()) continue;
-    bool matches = true;
-    for (size_t i = 0; i < nArgs && matches; ++i) {
-      matches = out.arguments()[i].name() == schema.arguments()[i].name() &&
-                *out.arguments()[i].type() == *schema.arguments()[i].type();
-    }
-    for (size_t i = nArgs; i < out.arguments().size() && matches; ++i) {
-      const auto* alias = out.arguments()[i].alias_info();
-      matches = alias != nullptr && alias->isWrite() &&
-                out.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
-    }
-    if (matches) return handle;
-  }
-  return std::nullopt;
-}
-
-OpTraits computeTraits(const c10::FunctionSchema& schema) {
-  OpTraits traits;
-  for (const auto& arg : schema.arguments()) {
-    if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits.mutates = true;
-    if (isGeneratorType(arg.type())) traits.random = true;
-  }
-  bool newTensors = false;
-  for (const auto& ret : schema.returns()) {
-    if (!isTensorType(ret.type())) traits.hostResult = true;
-    if (ret.alias_info() == nullptr) {
-      newTensors = newTensors || isTensorType(ret.type());
-    } else if (!ret.alias_info()->isWrite()) {
-      traits.view = true;
-    }
-  }
-  // Operators that write arguments and also return new tensors (native_batch_norm updating its
-  // running statistics) take the functional route: new results are allocated, written arguments
-  // are written through their aliases.
-  if (newTensors) traits.mutates = false;
-  if (!traits.mutates && !traits.view && !traits.hostResult) {
-    traits.outVariant = findOutVariant(schema);
-  }
-  return traits;
-}
-
-OpTraits& traitsFor(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  const c10::FunctionSchema* key = &op.schema();
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, computeTraits(op.schema())).first;
-  return it->second;
 }
 
 // Applies `fn` to every tensor inside an argument (a tensor, a list, a list of optionals).
@@ -234,6 +153,14 @@ c10::IValue taskArgument(const c10::IValue& arg) {
   return arg;
 }
 
+// An argument as an asynchronous task carries it: a device tensor as the description of its kernel
+// alias (made into a tensor on the worker: the host allocates no tensor for it), anything else as
+// taskArgument() makes it.
+struct TaskArgument {
+  c10::IValue value;
+  std::optional<KernelAliasSpec> alias;
+};
+
 // The argument returned for a write-aliased return: the argument with the same alias set.
 c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnIndex,
                             c10::ArrayRef<c10::IValue> args) {
@@ -281,91 +208,155 @@ void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
   }
 }
 
+// The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
+// Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
+std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
+                                          c10::ArrayRef<c10::IValue> args) {
+  const auto& schema = op.schema();
+  torch::jit::Stack meta;
+  meta.reserve(args.size());
+  for (const c10::IValue& arg : args) meta.push_back(mapTensors(arg, metaLike));
+  const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
+  auto answer = std::make_shared<MetaAnswer>();
+  countMetaCall();
+  try {
+    op.callBoxed(&meta);
+  } catch (const c10::NotImplementedError&) {
+    traits.metaWorks = 0;  // no Meta kernel at all: remember for the operator
+    return nullptr;
+  } catch (const std::exception& e) {
+    // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
+    // nonzero, boolean indexing) raises Python's NotImplementedError. Remembered per signature
+    // only: the operator may answer for other inputs (index with integer indices).
+    if (std::string_view(e.what()).rfind("NotImplementedError", 0) != 0) throw;
+    answer->declined = true;
+    return answer;
+  }
+  traits.metaWorks = 1;
+  auto shapeOf = [](const at::Tensor& m) {
+    TensorShape shape;
+    if (!m.defined()) return shape;
+    shape.sizes.assign(m.sizes().begin(), m.sizes().end());
+    shape.strides.assign(m.strides().begin(), m.strides().end());
+    shape.dtype = m.scalar_type();
+    return shape;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
+      answer->written.emplace_back(i, shapeOf(metaArgs[i].toTensor()));
+  }
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = schema.returns()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) continue;
+    const c10::IValue& m = meta.at(i);
+    MetaAnswer::Result result;
+    if (m.isTensor()) {
+      result.kind = MetaAnswer::Result::Kind::Tensor;
+      result.tensors.push_back(shapeOf(m.toTensor()));
+    } else if (m.isTensorList()) {
+      result.kind = MetaAnswer::Result::Kind::TensorList;
+      for (const at::Tensor& t : m.toTensorList()) result.tensors.push_back(shapeOf(t));
+    } else {
+      result.value = m;
+    }
+    answer->results.push_back(std::move(result));
+  }
+  return answer;
+}
+
 // [marker: engine-async]
-// Returns false (and changes nothing) when the operator has no Meta kernel.
+// Returns false (and changes nothing) when there are no shapes ahead: no Meta kernel, or one that
+// declines these inputs.
 bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
               c10::Device device) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
 
-  // 1. Shapes, strides, dtypes and call-site errors from the Meta kernel.
-  torch::jit::Stack meta;
-  meta.reserve(nArgs);
-  for (const c10::IValue& arg : args) meta.push_back(mapTensors(arg, metaLike));
-  const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
-  try {
-    op.callBoxed(&meta);
-  } catch (const c10::NotImplementedError&) {
-    traits.metaWorks = 0;  // no Meta kernel at all: remember
-    return false;
-  } catch (const std::exception& e) {
-    // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
-    // nonzero, boolean indexing) raises Python's NotImplementedError. Not remembered: the same
-    // operator may answer for other inputs (index with integer indices).
-    if (std::string_view(e.what()).rfind("NotImplementedError", 0) == 0) return false;
-    throw;
+  // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
+  Signature signature;
+  const bool keyed = signature.build(args);
+  std::shared_ptr<const MetaAnswer> answer = keyed ? traits.shapes.find(signature) : nullptr;
+  if (!answer) {
+    answer = askMeta(op, traits, args);
+    if (!answer) return false;
+    if (keyed) traits.shapes.insert(std::move(signature), answer);
   }
-  traits.metaWorks = 1;
+  if (answer->declined) return false;
 
-  // 2. Outputs: resize written arguments the Meta kernel resized; allocate new results.
-  for (size_t i = 0; i < nArgs; ++i) {
-    const auto* alias = schema.arguments()[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor() || !metaArgs[i].isTensor())
-      continue;
-    const at::Tensor& target = args[i].toTensor();
-    const at::Tensor& shaped = metaArgs[i].toTensor();
-    if (target.sizes() != shaped.sizes()) target.resize_(shaped.sizes());
-    if (target.strides() != shaped.strides()) target.as_strided_(shaped.sizes(), shaped.strides());
+  // 2. Outputs: reshape written arguments as the Meta kernel did; allocate new results.
+  for (const auto& [index, shape] : answer->written) {
+    const at::Tensor& target = args[index].toTensor();
+    if (target.sizes() != c10::IntArrayRef(shape.sizes)) target.resize_(shape.sizes);
+    if (target.strides() != c10::IntArrayRef(shape.strides))
+      target.as_strided_(shape.sizes, shape.strides);
   }
   std::vector<c10::IValue> fresh;   // new results, in return order (write-aliased ones skipped)
   std::vector<at::Tensor> outputs;  // every new output tensor, in order
-  auto allocate = [&](const at::Tensor& m) {
-    at::Tensor out = at::empty_strided(m.sizes(), m.strides(), m.options().device(device));
+  auto allocate = [&](const TensorShape& shape) {
+    if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
+    at::Tensor out = at::empty_strided(shape.sizes, shape.strides,
+                                       at::TensorOptions().dtype(shape.dtype).device(device));
     outputs.push_back(out);
     return out;
   };
-  for (size_t i = 0; i < schema.returns().size(); ++i) {
-    const auto* alias = schema.returns()[i].alias_info();
-    if (alias != nullptr && alias->isWrite()) continue;
-    const c10::IValue& m = meta.at(i);
-    if (m.isTensor()) {
-      fresh.emplace_back(allocate(m.toTensor()));
-    } else if (m.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : m.toTensorList()) list.push_back(allocate(t));
-      fresh.emplace_back(list);
-    } else {
-      fresh.push_back(m);
+  for (const MetaAnswer::Result& result : answer->results) {
+    switch (result.kind) {
+      case MetaAnswer::Result::Kind::Tensor:
+        fresh.emplace_back(allocate(result.tensors.front()));
+        break;
+      case MetaAnswer::Result::Kind::TensorList: {
+        c10::List<at::Tensor> list;
+        for (const TensorShape& shape : result.tensors) list.push_back(allocate(shape));
+        fresh.emplace_back(list);
+        break;
+      }
+      case MetaAnswer::Result::Kind::Value:
+        fresh.push_back(result.value);
+        break;
     }
   }
 
-  // 3. One task: the CPU kernel on kernel-window aliases, writing into device memory.
-  std::vector<c10::IValue> taskArgs;
+  // 3. One task: the CPU kernel on kernel-window aliases, writing into device memory. Device
+  //    tensors travel as alias descriptions, made into tensors on the worker.
+  std::vector<TaskArgument> taskArgs;
   taskArgs.reserve(nArgs + outputs.size());
-  for (const c10::IValue& arg : args) taskArgs.push_back(taskArgument(arg));
-  std::vector<at::Tensor> outputAliases;
-  for (const at::Tensor& out : outputs) outputAliases.push_back(kernelAlias(out));
-  const std::optional<c10::OperatorHandle> outOp = traits.outVariant;
-  if (outOp) {
-    for (const at::Tensor& alias : outputAliases) taskArgs.emplace_back(alias);
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && isOpenReg(arg.toTensor())) {
+      taskArgs.push_back({c10::IValue(), describeKernelAlias(arg.toTensor())});
+    } else {
+      taskArgs.push_back({taskArgument(arg), std::nullopt});
+    }
   }
-  const bool copyResults = !outOp && !outputs.empty();
+  const std::optional<c10::OperatorHandle> outOp = traits.outVariant;
+  std::vector<KernelAliasSpec> copyTargets;  // where a functional kernel's results are copied
+  for (const at::Tensor& out : outputs) {
+    if (outOp) {
+      taskArgs.push_back({c10::IValue(), describeKernelAlias(out)});
+    } else {
+      copyTargets.push_back(describeKernelAlias(out));
+    }
+  }
   OPENREG_CHECK(openreg::launch(
       getCurrentOpenRegStream(device.index()).stream(),
-      [op, outOp, taskArgs = std::move(taskArgs), outputAliases = std::move(outputAliases),
-       copyResults]() mutable {
+      [op, outOp, taskArgs = std::move(taskArgs), copyTargets = std::move(copyTargets)]() mutable {
         try {
-          torch::jit::Stack s(std::make_move_iterator(taskArgs.begin()),
-                              std::make_move_iterator(taskArgs.end()));
-          (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s);
-          if (copyResults) {
-            size_t next = 0;
-            for (const c10::IValue& r : s) {
-              forEachTensor(r, [&](const at::Tensor& t) {
-                if (next < outputAliases.size()) outputAliases[next++].copy_(t);
-              });
+          torch::jit::Stack s;
+          s.reserve(taskArgs.size());
+          for (TaskArgument& arg : taskArgs) {
+            if (arg.alias) {
+              s.emplace_back(makeKernelAlias(*arg.alias));
+            } else {
+              s.push_back(std::move(arg.value));
             }
+          }
+          (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s);
+          size_t next = 0;
+          for (const c10::IValue& r : s) {
+            forEachTensor(r, [&](const at::Tensor& t) {
+              if (next < copyTargets.size()) makeKernelAlias(copyTargets[next++]).copy_(t);
+            });
           }
         } catch (const std::exception& e) {
           throw std::runtime_error(c10::toString(op.schema().operator_name()) + ": " + e.what());

@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<int64_t> gCalls[kPathCount];
 std::atomic<int64_t> gCopiedBytes{0};
+std::atomic<int64_t> gMetaCalls{0};
 thread_local int tPolicyOverride = -1;
 
 FallbackPolicy policyFromEnvironment() {
@@ -38,10 +39,15 @@ void countCopiedBytes(int64_t bytes) {
   gCopiedBytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void countMetaCall() {
+  gMetaCalls.fetch_add(1, std::memory_order_relaxed);
+}
+
 PathCounts pathCounts() {
   PathCounts counts;
   for (int i = 0; i < kPathCount; ++i) counts.calls[i] = gCalls[i].load(std::memory_order_relaxed);
   counts.copiedBytes = gCopiedBytes.load(std::memory_order_relaxed);
+  counts.metaCalls = gMetaCalls.load(std::memory_order_relaxed);
   return counts;
 }
 

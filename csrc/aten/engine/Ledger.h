@@ -8,6 +8,8 @@
 //            dependent shapes, host results, random numbers), then the same CPU kernel runs
 //   copying  the classic fallback: inputs copied to the CPU and results back (also counted in
 //            copiedBytes)
+// Also counted: Meta kernel runs, which the asynchronous path needs only for call signatures it has
+// not seen (Note [Shape cache]).
 // The policy (OPENREG_FALLBACK=allow|warn|error, or a scoped override) decides what a copying
 // fallback does, so a test can make a silent one impossible.
 #pragma once
@@ -26,10 +28,12 @@ OPENREG_TORCH_API const char* pathName(Path path);
 struct PathCounts {
   int64_t calls[kPathCount] = {};
   int64_t copiedBytes = 0;
+  int64_t metaCalls = 0;
 };
 
 OPENREG_TORCH_API void count(Path path);
 OPENREG_TORCH_API void countCopiedBytes(int64_t bytes);
+void countMetaCall();
 OPENREG_TORCH_API PathCounts pathCounts();
 
 enum class FallbackPolicy : int { Allow = 0, Warn = 1, Error = 2 };

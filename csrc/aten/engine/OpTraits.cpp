@@ -1,0 +1,99 @@
+#include "aten/engine/OpTraits.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace openreg::engine {
+namespace {
+
+std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& schema) {
+  const std::string& overload = schema.overload_name();
+  for (const std::string& name :
+       {overload.empty() ? std::string("out") : overload + "_out", std::string("out")}) {
+    auto handle = c10::Dispatcher::singleton().findSchema({schema.name(), name});
+    if (!handle) continue;
+    const auto& out = handle->schema();
+    const size_t nArgs = schema.arguments().size();
+    if (out.arguments().size() != nArgs + schema.returns().size()) continue;
+    bool matches = true;
+    for (size_t i = 0; i < nArgs && matches; ++i) {
+      matches = out.arguments()[i].name() == schema.arguments()[i].name() &&
+                *out.arguments()[i].type() == *schema.arguments()[i].type();
+    }
+    for (size_t i = nArgs; i < out.arguments().size() && matches; ++i) {
+      const auto* alias = out.arguments()[i].alias_info();
+      matches = alias != nullptr && alias->isWrite() &&
+                out.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+    }
+    if (matches) return handle;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
+  auto traits = std::make_unique<OpTraits>(schema.operator_name());
+  for (const auto& arg : schema.arguments()) {
+    if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits->mutates = true;
+    if (isGeneratorType(arg.type())) traits->random = true;
+  }
+  bool newTensors = false;
+  for (const auto& ret : schema.returns()) {
+    if (!isTensorType(ret.type())) traits->hostResult = true;
+    if (ret.alias_info() == nullptr) {
+      newTensors = newTensors || isTensorType(ret.type());
+    } else if (!ret.alias_info()->isWrite()) {
+      traits->view = true;
+    }
+  }
+  // Operators that write arguments and also return new tensors (native_batch_norm updating its
+  // running statistics) take the functional route: new results are allocated, written arguments
+  // are written through their aliases.
+  if (newTensors) traits->mutates = false;
+  if (!traits->mutates && !traits->view && !traits->hostResult) {
+    traits->outVariant = findOutVariant(schema);
+  }
+  return traits;
+}
+
+}  // namespace
+
+bool isGeneratorType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+bool isTensorType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  if (auto optional = type->cast<c10::OptionalType>())
+    return isTensorType(optional->getElementType());
+  if (auto list = type->cast<c10::ListType>()) return isTensorType(list->getElementType());
+  return false;
+}
+
+// [marker: op-traits]
+// Traits live for the process, each at a stable address, in one map under a mutex; every thread
+// keeps its own map of the operators it has seen, so the common case takes no lock. Maps are keyed
+// by the schema's address, and an entry is checked against the operator's name: a schema freed
+// with its library (a Python torch.library scope) may leave its address to another operator.
+OpTraits& traitsFor(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema* key = &op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpTraits*> seen;
+  if (auto it = seen.find(key); it != seen.end() && it->second->name == op.operator_name())
+    return *it->second;
+
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpTraits>> all;
+  static std::vector<std::unique_ptr<OpTraits>> retired;  // other threads may still point here
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<OpTraits>& traits = all[key];
+  if (traits && traits->name != op.operator_name()) retired.push_back(std::move(traits));
+  if (!traits) traits = computeTraits(op.schema());
+  seen[key] = traits.get();
+  return *traits;
+}
+
+}  // namespace openreg::engine

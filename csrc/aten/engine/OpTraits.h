@@ -1,0 +1,33 @@
+// What an operator's schema says about how the engine may run it, computed once per operator.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <atomic>
+#include <optional>
+
+#include "aten/engine/ShapeCache.h"
+
+namespace openreg::engine {
+
+struct OpTraits {
+  explicit OpTraits(c10::OperatorName operatorName) : name(std::move(operatorName)) {}
+
+  c10::OperatorName name;   // the operator these traits describe
+  bool view = false;        // returns an alias it does not write
+  bool mutates = false;     // writes arguments (in-place, out=), and returns only those
+  bool random = false;      // takes a Generator
+  bool hostResult = false;  // returns something other than tensors
+  std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
+  std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
+  ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])
+};
+
+// The traits of `op`. The first call per operator computes them; later calls on the same thread
+// find them without a lock.
+OpTraits& traitsFor(const c10::OperatorHandle& op);
+
+bool isTensorType(const c10::TypePtr& type);     // Tensor, Tensor?, Tensor[], Tensor?[]
+bool isGeneratorType(const c10::TypePtr& type);  // Generator, Generator?
+
+}  // namespace openreg::engine

@@ -1,0 +1,87 @@
+// Remembered Meta answers: what the asynchronous path needs to know of a call before it runs.
+//
+// Note [Shape cache]
+// The asynchronous path learns each call's output sizes, strides and dtypes by running the
+// operator's Meta kernel. Many Meta kernels are Python functions (torch._refs, torch._meta_
+// registrations) costing 50-1000 us a call, far more than a small kernel. But a Meta kernel can
+// only see metadata, so its answer is a function of:
+//   - every tensor argument's sizes, strides, storage offset, dtype, layout, device type and
+//     conjugate/negative bits (and the value of a CPU scalar tensor, which a kernel may read);
+//   - every other argument's value (ints, floats, bools, strings, lists, devices, None);
+//   - the default dtype (factories without a dtype).
+// A Signature is exactly that, packed into words. The engine asks the Meta kernel once per
+// (operator, signature) and keeps the answer in the operator's ShapeCache: the output shapes,
+// the shapes of written arguments the kernel resized, or "declined" (a Python Meta kernel raised
+// NotImplementedError: data-dependent shapes, which go to the synchronizing path). Errors are not
+// kept: a call that failed asks the Meta kernel again, and raises again at its call site.
+// Arguments the signature cannot describe (a generator, a symbolic size) make a call uncached.
+// A cache holds at most kMaxEntries signatures per operator; a full cache is emptied.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace openreg::engine {
+
+struct TensorShape {
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // Undefined: an undefined tensor
+};
+
+// The Meta kernel's answer for one signature.
+struct MetaAnswer {
+  bool declined = false;  // no shapes ahead for this signature: take the synchronizing path
+  // One per return that is not a written argument, in order.
+  struct Result {
+    enum class Kind { Tensor, TensorList, Value } kind = Kind::Value;
+    std::vector<TensorShape> tensors;  // Tensor: one; TensorList: each
+    c10::IValue value;                 // Value: returned as is (None)
+  };
+  std::vector<Result> results;
+  // Written arguments (out=, in-place) the Meta kernel resized: argument index, new shape.
+  std::vector<std::pair<size_t, TensorShape>> written;
+};
+
+class Signature {
+ public:
+  // Packs a call's arguments; false when one cannot be described (the call is not cached).
+  bool build(c10::ArrayRef<c10::IValue> args);
+
+  bool operator==(const Signature& other) const { return words_ == other.words_; }
+  size_t hash() const { return hash_; }
+
+ private:
+  bool add(const c10::IValue& value);
+  void addTensor(const at::Tensor& t);
+  void push(int64_t word);
+
+  c10::SmallVector<int64_t, 48> words_;  // most calls fit without a heap allocation
+  size_t hash_ = 0;
+};
+
+class ShapeCache {
+ public:
+  static constexpr size_t kMaxEntries = 1024;
+
+  std::shared_ptr<const MetaAnswer> find(const Signature& signature) const;
+  void insert(Signature signature, std::shared_ptr<const MetaAnswer> answer);
+
+ private:
+  struct Hash {
+    size_t operator()(const Signature& s) const { return s.hash(); }
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<Signature, std::shared_ptr<const MetaAnswer>, Hash> answers_;
+};
+
+}  // namespace openreg::engine
