@@ -329,3 +329,57 @@ def test_the_default_dtype_is_part_of_the_signature():
             assert same(torch.linspace(0, 1, 7, device="openreg"), torch.linspace(0, 1, 7))
     finally:
         torch.set_default_dtype(previous)
+
+
+# Registration scenarios (docs/operators.md): a DispatchStub kernel, a per-operator fallback.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int8, torch.complex64])
+def test_abs_runs_through_its_dispatch_stub(dtype):
+    x = (torch.randn(6, 5) * 10).to(dtype)
+    for source in (x, x.t(), x[:, ::2], x[:0]):
+        d = source.to("openreg")
+        with openreg.count_paths() as paths:
+            y = d.abs()
+            out = torch.empty(0, dtype=y.dtype, device="openreg")
+            torch.abs(d, out=out)
+        assert same(y, source.abs()) and same(out, source.abs())
+        assert y.stride() == source.abs().stride()
+        assert paths["async"] == 0 and paths["copying"] == 0 and paths["native"] >= 2
+    if not dtype.is_complex:
+        d = x.to("openreg")
+        d.abs_()
+        assert same(d, x.abs())
+
+
+def test_operators_can_be_routed_to_the_copying_fallback_one_by_one():
+    a, b = A.to("openreg"), B.to("openreg")
+    with openreg.copying_fallback("aten::mm", "add.Tensor"):
+        assert openreg.operators_on_copying_fallback() == ["aten::add.Tensor", "aten::mm"]
+        with openreg.count_paths() as paths:
+            c, d = a @ b, a + a
+        assert paths["copying"] == 2 and paths["async"] == 0
+        assert paths["copied_bytes"] == a.nbytes + b.nbytes + c.nbytes + 2 * a.nbytes + d.nbytes
+        with openreg.fallback_policy("error"), pytest.raises(NotImplementedError, match="aten::mm"):
+            a @ b
+    assert same(c, A @ B) and same(d, A + A) and c.device.type == "openreg"
+    assert openreg.operators_on_copying_fallback() == []
+    with openreg.count_paths() as paths:
+        a @ b
+    assert paths["async"] == 1 and paths["copying"] == 0
+    with pytest.raises(ValueError, match="no aten operator named 'aten::nope'"):
+        with openreg.copying_fallback("aten::nope"):
+            pass
+
+
+def test_the_environment_routes_operators_to_the_copying_fallback_at_load():
+    result = run_python(
+        """
+        import torch
+        x = torch.ones(3, 3, device="openreg")
+        with torch.openreg.count_paths() as paths:
+            y = x @ x
+        print(torch.openreg.operators_on_copying_fallback(), paths["copying"], y.sum().item())
+        """,
+        env={"OPENREG_COPYING_OPS": "aten::mm"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['aten::mm']", "1", "27.0"]

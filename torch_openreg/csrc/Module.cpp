@@ -8,6 +8,7 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -153,6 +154,14 @@ PYBIND11_MODULE(_C, m) {
           d["meta_calls"] = counts.metaCalls;
           return d;
         }));
+  m.def("_route_to_copying_fallback", translated(+[](const std::string& name) {
+          openreg::engine::routeToCopyingFallback(name);
+        }));
+  m.def("_restore_from_copying_fallback", translated(+[](const std::string& name) {
+          openreg::engine::restoreFromCopyingFallback(name);
+        }));
+  m.def("_operators_on_copying_fallback",
+        translated(+[] { return openreg::engine::operatorsOnCopyingFallback(); }));
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] {

@@ -5,11 +5,16 @@ asynchronous path), `sync` (its synchronizing path), `copying` (the classic copy
 fallback; `copied_bytes` counts what it moved). The policy for the copying fallback is "allow",
 "warn" or "error": OPENREG_FALLBACK sets it for the process, `fallback_policy` for a block of
 code on this thread.
+
+Operators can also be routed to the copying fallback one by one (Note [Per-operator copying
+fallback] in csrc/aten/engine/CopyingFallback.h): OPENREG_COPYING_OPS=aten::mm,aten::add.Tensor
+for the process, `copying_fallback(...)` for a block of code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterator
 
 from .. import _C
@@ -48,4 +53,36 @@ def fallback_policy(policy: str) -> Iterator[None]:
         _C._set_fallback_policy(previous)
 
 
-__all__ = ["count_paths", "fallback_policy", "path_counts"]
+@contextlib.contextmanager
+def copying_fallback(*ops: str) -> Iterator[None]:
+    """Inside the block, the named aten operators ("aten::mm", "add.Tensor") run through the
+    classic copying fallback instead of the engine: to compare the two on a wrong result, or to
+    see what the engine saves. Process-wide, as dispatcher registrations are."""
+    added = [op for op in ops if _canonical(op) not in operators_on_copying_fallback()]
+    for op in added:
+        _C._route_to_copying_fallback(op)
+    try:
+        yield
+    finally:
+        for op in added:
+            _C._restore_from_copying_fallback(op)
+
+
+def operators_on_copying_fallback() -> list[str]:
+    """The operators routed to the copying fallback, as "aten::name.overload"."""
+    return list(_C._operators_on_copying_fallback())
+
+
+def _canonical(op: str) -> str:
+    return op if "::" in op else f"aten::{op}"
+
+
+# [marker: copying-ops-env]
+def _route_from_environment() -> None:
+    for op in filter(None, os.environ.get("OPENREG_COPYING_OPS", "").split(",")):
+        _C._route_to_copying_fallback(op.strip())
+
+
+_route_from_environment()
+
+__all__ = ["copying_fallback", "count_paths", "fallback_policy", "operators_on_copying_fallback", "path_counts"]

@@ -28,7 +28,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
@@ -42,6 +41,7 @@
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/OpTraits.h"
 #include "aten/engine/ShapeCache.h"
@@ -171,25 +171,6 @@ c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnInde
   }
   TORCH_INTERNAL_ASSERT(false, "openreg: no argument aliases return ", returnIndex, " of ",
                         schema.name());
-}
-
-void copyingFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
-  const std::string name = c10::toString(op.schema().operator_name());
-  checkCopyingFallback(name, why);
-  count(Path::Copying);
-  int64_t bytes = 0;
-  for (const c10::IValue& arg : torch::jit::last(*stack, op.schema().arguments().size())) {
-    forEachTensor(arg, [&](const at::Tensor& t) {
-      if (isOpenReg(t)) bytes += static_cast<int64_t>(t.nbytes());
-    });
-  }
-  at::native::cpu_fallback(op, stack);
-  for (const c10::IValue& ret : torch::jit::last(*stack, op.schema().returns().size())) {
-    forEachTensor(ret, [&](const at::Tensor& t) {
-      if (isOpenReg(t)) bytes += static_cast<int64_t>(t.nbytes());
-    });
-  }
-  countCopiedBytes(bytes);
 }
 
 // Replaces the arguments on `stack` by the operator's results: new tensors, or for write-aliased
