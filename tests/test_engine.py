@@ -383,3 +383,49 @@ def test_the_environment_routes_operators_to_the_copying_fallback_at_load():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["['aten::mm']", "1", "27.0"]
+
+
+# Note [Asynchronous random numbers]: random operators are stream tasks, in program order.
+def test_random_operators_are_asynchronous_and_equal_cpu():
+    torch.manual_seed(8)
+    expected = [torch.randn(16, 4), torch.rand(9), torch.empty(7).uniform_(-1, 2), torch.bernoulli(torch.full((9,), 0.4))]
+    torch.manual_seed(8)
+    openreg._sleep(50)  # every draw below is queued behind this
+    with openreg.count_paths() as paths:
+        got = [torch.randn(16, 4, device="openreg"), torch.rand(9, device="openreg"),
+               torch.empty(7, device="openreg").uniform_(-1, 2), torch.bernoulli(torch.full((9,), 0.4, device="openreg"))]
+    assert paths["sync"] == 0 and paths["copying"] == 0
+    assert all(same(g, e) for g, e in zip(got, expected))
+
+
+def test_random_numbers_follow_program_order_across_streams():
+    torch.manual_seed(9)
+    expected = [torch.randn(1000), torch.randn(5), torch.rand(3)]
+    torch.manual_seed(9)
+    slow, fast = openreg.Stream(), openreg.Stream()
+    with openreg.stream(slow):
+        openreg._sleep(100)  # the first draw waits behind this on `slow`
+        first = torch.randn(1000, device="openreg")
+    with openreg.stream(fast):
+        second = torch.randn(5, device="openreg")  # must not overtake the first
+    third = torch.rand(3, device="openreg")
+    openreg.synchronize()
+    assert same(first, expected[0]) and same(second, expected[1]) and same(third, expected[2])
+
+
+def test_host_access_to_the_generator_waits_for_queued_draws():
+    gen = torch.Generator(device="openreg").manual_seed(4)
+    cpu = torch.Generator().manual_seed(4)
+    openreg._sleep(50)
+    torch.randn(100, generator=gen, device="openreg")
+    torch.randn(100, generator=cpu)
+    assert torch.equal(gen.get_state(), cpu.get_state())  # read after the queued draw
+    openreg._sleep(50)
+    x = torch.randn(10, generator=gen, device="openreg")
+    gen.manual_seed(4)  # replaces the state only after the queued draw used the old one
+    cpu_x = torch.randn(10, generator=cpu)
+    cpu.manual_seed(4)
+    assert same(x, cpu_x)
+    assert same(torch.randn(10, generator=gen, device="openreg"), torch.randn(10, generator=cpu))
+    clone = gen.clone_state()
+    assert clone.device == gen.device and torch.equal(clone.get_state(), cpu.get_state())

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/Exception.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -12,6 +13,68 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device)
     : at::CPUGeneratorImpl(c10::default_rng_seed_val) {
   device_ = c10::Device(c10::DeviceType::PrivateUse1, device);
   key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+}
+
+GeneratorImpl::~GeneratorImpl() {
+  if (lastUse_ != nullptr) (void)orEventDestroy(lastUse_);
+}
+
+// [marker: generator-order]
+void GeneratorImpl::waitForPreviousUseOn(orStream_t stream) {
+  if (lastUse_ != nullptr && lastStream_ != stream) {
+    OPENREG_CHECK(orStreamWaitEvent(stream, lastUse_, 0));
+  }
+}
+
+void GeneratorImpl::recordUseOn(orStream_t stream) {
+  if (lastUse_ == nullptr) OPENREG_CHECK(orEventCreate(&lastUse_));
+  OPENREG_CHECK(orEventRecord(lastUse_, stream));
+  lastStream_ = stream;
+}
+
+// [marker: generator-task]
+void GeneratorImpl::runWithCpuGenerator(const std::function<void(const at::Generator&)>& fn) {
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>();
+  auto* impl = cpu.get<at::CPUGeneratorImpl>();
+  impl->set_engine(engine());
+  impl->set_next_float_normal_sample(next_float_normal_sample());
+  impl->set_next_double_normal_sample(next_double_normal_sample());
+  fn(cpu);
+  set_engine(impl->engine());
+  set_next_float_normal_sample(impl->next_float_normal_sample());
+  set_next_double_normal_sample(impl->next_double_normal_sample());
+}
+
+void GeneratorImpl::waitForUses() const {
+  if (lastUse_ != nullptr) OPENREG_CHECK(orEventSynchronize(lastUse_));
+}
+
+void GeneratorImpl::set_current_seed(uint64_t seed) {
+  waitForUses();
+  at::CPUGeneratorImpl::set_current_seed(seed);
+}
+
+uint64_t GeneratorImpl::seed() {
+  waitForUses();
+  return at::CPUGeneratorImpl::seed();
+}
+
+void GeneratorImpl::set_state(const c10::TensorImpl& newState) {
+  waitForUses();
+  at::CPUGeneratorImpl::set_state(newState);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
+  waitForUses();
+  return at::CPUGeneratorImpl::get_state();
+}
+
+GeneratorImpl* GeneratorImpl::clone_impl() const {
+  waitForUses();
+  auto* copy = new GeneratorImpl(device_.index());
+  copy->at::CPUGeneratorImpl::set_state(*at::CPUGeneratorImpl::get_state());
+  return copy;
 }
 
 const at::Generator& getDefaultGenerator(c10::DeviceIndex device) {

@@ -189,6 +189,25 @@ void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
   }
 }
 
+// The index of the operator's generator argument, or -1.
+int generatorArgument(const c10::FunctionSchema& schema) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (isGeneratorType(schema.arguments()[i].type())) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The openreg generator a random operator on `device` uses: the one passed, or the device's
+// default. A generator of another device type is the caller's error.
+at::Generator deviceGenerator(const c10::OperatorHandle& op, const c10::IValue& arg,
+                              c10::Device device) {
+  at::Generator generator = arg.isNone() ? getDefaultGenerator(device.index()) : arg.toGenerator();
+  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+              "openreg: ", op.schema().operator_name(),
+              " on an openreg tensor needs an openreg generator, got one of ", generator.device());
+  return generator;
+}
+
 // The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
 // Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
@@ -319,9 +338,24 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
       copyTargets.push_back(describeKernelAlias(out));
     }
   }
+  // Random operators: the generator is used on the stream, in program order (Note
+  // [Asynchronous random numbers] in core/Generator.h).
+  const int generatorIndex = traits.random ? generatorArgument(schema) : -1;
+  at::Generator generator;
+  if (generatorIndex >= 0) {
+    generator = deviceGenerator(op, args[generatorIndex], device);
+    taskArgs[generatorIndex].value = c10::IValue();
+  }
+  const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
+  std::unique_lock<std::mutex> generatorLock;
+  auto* generatorImpl = generator.defined() ? generator.get<GeneratorImpl>() : nullptr;
+  if (generatorImpl != nullptr) {
+    generatorLock = std::unique_lock<std::mutex>(generator.mutex());
+    generatorImpl->waitForPreviousUseOn(stream);
+  }
   OPENREG_CHECK(openreg::launch(
-      getCurrentOpenRegStream(device.index()).stream(),
-      [op, outOp, taskArgs = std::move(taskArgs), copyTargets = std::move(copyTargets)]() mutable {
+      stream, [op, outOp, taskArgs = std::move(taskArgs), copyTargets = std::move(copyTargets),
+               generator, generatorIndex]() mutable {
         try {
           torch::jit::Stack s;
           s.reserve(taskArgs.size());
@@ -332,7 +366,15 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
               s.push_back(std::move(arg.value));
             }
           }
-          (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s);
+          auto run = [&] { (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s); };
+          if (generator.defined()) {
+            generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
+              s[generatorIndex] = cpu;
+              run();
+            });
+          } else {
+            run();
+          }
           size_t next = 0;
           for (const c10::IValue& r : s) {
             forEachTensor(r, [&](const at::Tensor& t) {
@@ -343,6 +385,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
           throw std::runtime_error(c10::toString(op.schema().operator_name()) + ": " + e.what());
         }
       }));
+  if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
 
   pushResults(schema, stack, args, std::move(fresh));
   return true;
@@ -360,27 +403,21 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
   s.reserve(nArgs);
   for (const c10::IValue& arg : args) s.push_back(mapTensors(arg, kernelAlias));
 
-  // Random operators: the device generator's state, in program order, through a CPU generator.
-  std::optional<at::Generator> deviceGenerator;
-  std::optional<at::Generator> cpuGenerator;
-  for (size_t i = 0; i < nArgs && traits.random; ++i) {
-    if (!isGeneratorType(schema.arguments()[i].type())) continue;
-    deviceGenerator =
-        args[i].isNone() ? openreg::getDefaultGenerator(device.index()) : args[i].toGenerator();
-    TORCH_CHECK(deviceGenerator->device().type() == c10::DeviceType::PrivateUse1,
-                "openreg: ", schema.operator_name(),
-                " on an openreg tensor needs an openreg generator, got one of ",
-                deviceGenerator->device());
-    cpuGenerator = at::make_generator<at::CPUGeneratorImpl>();
-    s[i] = *cpuGenerator;
+  // Random operators: the device generator's state, after its queued uses, through a CPU
+  // generator (Note [Asynchronous random numbers] in core/Generator.h).
+  const int generatorIndex = traits.random ? generatorArgument(schema) : -1;
+  if (generatorIndex >= 0) {
+    at::Generator generator = deviceGenerator(op, args[generatorIndex], device);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    auto* impl = generator.get<GeneratorImpl>();
+    impl->waitForUses();
+    impl->runWithCpuGenerator([&](const at::Generator& cpu) {
+      s[generatorIndex] = cpu;
+      op.redispatchBoxed(kCpuKeys, &s);
+    });
+  } else {
+    op.redispatchBoxed(kCpuKeys, &s);
   }
-  std::unique_lock<std::mutex> generatorLock;
-  if (deviceGenerator) {
-    generatorLock = std::unique_lock<std::mutex>(deviceGenerator->mutex());
-    cpuGenerator->set_state(deviceGenerator->get_state());
-  }
-  op.redispatchBoxed(kCpuKeys, &s);
-  if (deviceGenerator) deviceGenerator->set_state(cpuGenerator->get_state());
 
   // New tensor results live in host memory: copy them to the device.
   std::vector<c10::IValue> fresh;
@@ -411,8 +448,7 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   DeviceScope scope(device.index());
-  if (!traits.random && !traits.hostResult && traits.metaWorks != 0 &&
-      runAsync(op, traits, stack, device)) {
+  if (!traits.hostResult && traits.metaWorks != 0 && runAsync(op, traits, stack, device)) {
     count(Path::Async);
     return;
   }

@@ -22,6 +22,7 @@ enum Tag : int64_t {
   kList,
   kDevice,
   kTuple,
+  kGenerator,
 };
 
 }  // namespace
@@ -108,6 +109,8 @@ bool Signature::add(const c10::IValue& value) {
     for (const c10::IValue& element : list) {
       if (!add(element)) return false;
     }
+  } else if (value.isGenerator()) {
+    push(kGenerator);  // a Meta kernel draws no numbers: which generator does not matter
   } else if (value.isTuple()) {
     const auto elements = value.toTupleRef().elements();
     push(kTuple);
@@ -116,7 +119,7 @@ bool Signature::add(const c10::IValue& value) {
       if (!add(element)) return false;
     }
   } else {
-    return false;  // a generator, a symbolic float, an object, a storage...
+    return false;  // a symbolic float, an object, a storage...
   }
   return true;
 }

@@ -7,14 +7,15 @@
 // only see metadata, so its answer is a function of:
 //   - every tensor argument's sizes, strides, storage offset, dtype, layout, device type and
 //     conjugate/negative bits (and the value of a CPU scalar tensor, which a kernel may read);
-//   - every other argument's value (ints, floats, bools, strings, lists, devices, None);
+//   - every other argument's value (ints, floats, bools, strings, lists, devices, None), except
+//     a generator's: a Meta kernel draws no numbers;
 //   - the default dtype (factories without a dtype).
 // A Signature is exactly that, packed into words. The engine asks the Meta kernel once per
 // (operator, signature) and keeps the answer in the operator's ShapeCache: the output shapes,
 // the shapes of written arguments the kernel resized, or "declined" (a Python Meta kernel raised
 // NotImplementedError: data-dependent shapes, which go to the synchronizing path). Errors are not
 // kept: a call that failed asks the Meta kernel again, and raises again at its call site.
-// Arguments the signature cannot describe (a generator, a symbolic size) make a call uncached.
+// Arguments the signature cannot describe (a symbolic size, an object) make a call uncached.
 // A cache holds at most kMaxEntries signatures per operator; a full cache is emptied.
 #pragma once
 
