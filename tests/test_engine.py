@@ -429,3 +429,16 @@ def test_host_access_to_the_generator_waits_for_queued_draws():
     assert same(torch.randn(10, generator=gen, device="openreg"), torch.randn(10, generator=cpu))
     clone = gen.clone_state()
     assert clone.device == gen.device and torch.equal(clone.get_state(), cpu.get_state())
+
+
+def test_cpu_index_tensors_index_openreg_data_as_on_cuda():
+    x, i, mask = A.clone(), torch.tensor([0, 2, 5]), A > 0
+    d = x.to("openreg")
+    assert same(d[i], x[i]) and same(d[mask], x[mask]) and same(d[i, 1:], x[i, 1:])
+    d[i] = 7.0
+    x[i] = 7.0
+    d.index_put_((i,), torch.tensor(1.5), accumulate=True)
+    x.index_put_((i,), torch.tensor(1.5), accumulate=True)
+    assert same(d, x)
+    with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same device"):
+        d[i.to("openreg:1")]

@@ -127,6 +127,38 @@ c10::Device findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
   return *device;
 }
 
+// [marker: engine-cpu-indices]
+// Indexing operators (index, index_put_: a Tensor?[] of indices) accept CPU index tensors with
+// openreg data, as CUDA does: the indices are copied to the data's device first.
+void moveCpuIndices(const OpTraits& traits, torch::jit::Stack* stack, size_t nArgs) {
+  std::optional<c10::Device> device;
+  for (const c10::IValue& arg : torch::jit::last(*stack, nArgs)) {
+    forEachTensor(arg, [&](const at::Tensor& t) {
+      if (!device && isOpenReg(t)) device = t.device();
+    });
+  }
+  if (!device) return;
+  for (size_t index : traits.indexLists) {
+    c10::IValue& arg = (*stack)[stack->size() - nArgs + index];
+    if (!arg.isList()) continue;
+    bool cpu = false;
+    for (const c10::IValue& element : arg.toListRef()) {
+      cpu = cpu || (element.isTensor() && element.toTensor().device().is_cpu());
+    }
+    if (!cpu) continue;
+    c10::List<std::optional<at::Tensor>> moved;
+    for (const c10::IValue& element : arg.toListRef()) {
+      if (!element.isTensor()) {
+        moved.push_back(std::nullopt);
+      } else {
+        const at::Tensor& t = element.toTensor();
+        moved.push_back(t.device().is_cpu() ? t.to(*device) : t);
+      }
+    }
+    arg = moved;
+  }
+}
+
 // An argument as a task may hold it: see Note [Tasks hold no Python-visible tensor] in
 // KernelAlias.h. Device tensors become kernel aliases; CPU tensors (0-dim scalars, the only ones
 // findDevice lets through) become fresh clones.
@@ -441,6 +473,7 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
 // [marker: engine-fallback]
 void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpTraits& traits = traitsFor(op);
+  if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
   if (traits.view) {

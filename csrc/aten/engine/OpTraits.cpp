@@ -35,7 +35,13 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
-  for (const auto& arg : schema.arguments()) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& arg = schema.arguments()[i];
+    auto list = arg.type()->cast<c10::ListType>();
+    if (list && list->getElementType()->kind() == c10::TypeKind::OptionalType &&
+        isTensorType(list->getElementType())) {
+      traits->indexLists.push_back(i);
+    }
     if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits->mutates = true;
     if (isGeneratorType(arg.type())) traits->random = true;
   }

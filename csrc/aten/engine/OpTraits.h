@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <optional>
+#include <vector>
 
 #include "aten/engine/ShapeCache.h"
 
@@ -19,6 +20,7 @@ struct OpTraits {
   bool random = false;      // takes a Generator
   bool hostResult = false;  // returns something other than tensors
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
+  std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors
   std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
   ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])
 };
