@@ -186,19 +186,17 @@ def test_launch_blocking_raises_kernel_errors_at_the_call():
     assert result.stdout.strip() == "raised at the call: True"
 
 
-def test_fallback_policy_makes_a_copying_fallback_visible(capfd):
-    # aten::_values on a dense tensor: a view operator without an openreg kernel, so it would take
-    # the copying fallback (and then fail on the CPU too, which has no dense _values).
-    dense = A.to("openreg")
-    with openreg.fallback_policy("error"), openreg.count_paths() as paths:
-        with pytest.raises(NotImplementedError, match="copying CPU fallback.*policy is 'error'"):
-            torch.ops.aten._values(dense)
-    assert paths["copying"] == 0
-    with openreg.fallback_policy("warn"), openreg.count_paths() as paths:
-        with pytest.raises(NotImplementedError):
-            torch.ops.aten._values(dense)
-    assert paths["copying"] == 1
-    assert "aten::_values runs through the copying CPU fallback" in capfd.readouterr().err
+def test_fallback_policy_makes_a_copying_fallback_visible():
+    a = A.to("openreg")
+    with openreg.copying_fallback("aten::mm"):
+        with openreg.fallback_policy("error"), openreg.count_paths() as paths:
+            with pytest.raises(NotImplementedError, match="copying CPU fallback.*policy is 'error'"):
+                a @ a.t()
+        assert paths["copying"] == 0
+        with openreg.fallback_policy("warn"), openreg.count_paths() as paths:
+            with pytest.warns(UserWarning, match="aten::mm runs through the copying CPU fallback"):
+                assert same(a @ a.t(), A @ A.t())
+        assert paths["copying"] == 1
     with pytest.raises(ValueError, match="fallback policy must be one of"):
         with openreg.fallback_policy("sometimes"):
             pass
@@ -442,3 +440,35 @@ def test_cpu_index_tensors_index_openreg_data_as_on_cuda():
     assert same(d, x)
     with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same device"):
         d[i.to("openreg:1")]
+
+
+# Note [Fused recurrent cells]: ATen calls CUDA-only fused cells on PrivateUse1.
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU, torch.nn.LSTMCell, torch.nn.GRUCell])
+@pytest.mark.parametrize("bias", [True, False])
+def test_recurrent_layers_train_on_openreg(cls, bias):
+    torch.manual_seed(0)
+    cell = cls in (torch.nn.LSTMCell, torch.nn.GRUCell)
+    model = cls(4, 8, bias=bias) if cell else cls(4, 8, num_layers=2, bias=bias)
+    x = torch.randn(3, 4) if cell else torch.randn(5, 3, 4)
+    on_device = cls(4, 8, bias=bias) if cell else cls(4, 8, num_layers=2, bias=bias)
+    on_device = on_device.to("openreg")
+    on_device.load_state_dict(model.state_dict())
+    first = lambda out: out[0] if isinstance(out, tuple) else out  # noqa: E731
+    loss = first(model(x.requires_grad_())).square().sum()
+    loss.backward()
+    xd = x.detach().to("openreg").requires_grad_()
+    with openreg.count_paths() as paths:
+        loss_d = first(on_device(xd)).square().sum()
+        loss_d.backward()
+    assert paths["sync"] == 0 and paths["copying"] == 0
+    # The fused cells round differently from the CPU's unfused cell: float tolerance, as on CUDA.
+    torch.testing.assert_close(loss_d.cpu(), loss)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    for (name, p), pd in zip(model.named_parameters(), on_device.parameters()):
+        torch.testing.assert_close(pd.grad.cpu(), p.grad, msg=name)
+
+
+def test_an_operator_without_a_cpu_kernel_is_refused_at_the_call():
+    x = torch.randn(4, device="openreg")
+    with pytest.raises(NotImplementedError, match="aten::_masked_scale has no CPU kernel"):
+        torch._masked_scale(x, x > 0, 2.0)

@@ -139,29 +139,41 @@ void recordStream(at::Tensor& self, at::Stream stream) {
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
+// The ledger counts a native kernel's calls: Counted<decltype(fn), fn>::call counts, then calls fn.
+template <class Signature, Signature* fn>
+struct Counted;
+template <class R, class... Args, R (*fn)(Args...)>
+struct Counted<R(Args...), fn> {
+  static R call(Args... args) {
+    engine::count(engine::Path::Native);
+    return fn(std::forward<Args>(args)...);
+  }
+};
+#define OPENREG_COUNTED(fn) TORCH_FN((Counted<decltype(fn), fn>::call))
+
 }  // namespace
 
 // [marker: minimal-registrations]
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", TORCH_FN(empty));
-  m.impl("empty_strided", TORCH_FN(emptyStrided));
-  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
-  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
-  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
-  m.impl("unfold", TORCH_FN(at::native::unfold));
-  m.impl("resize_", TORCH_FN(resize));
-  m.impl("set_.source_Storage", TORCH_FN(setStorage));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
-  m.impl("set_.source_Tensor", TORCH_FN(setTensor));
-  m.impl("set_", TORCH_FN(setEmpty));
+  m.impl("empty.memory_format", OPENREG_COUNTED(empty));
+  m.impl("empty_strided", OPENREG_COUNTED(emptyStrided));
+  m.impl("as_strided", OPENREG_COUNTED(at::native::as_strided_tensorimpl));
+  m.impl("view", OPENREG_COUNTED(at::native::view));
+  m.impl("_reshape_alias", OPENREG_COUNTED(at::native::_reshape_alias));
+  m.impl("view_as_real", OPENREG_COUNTED(at::native::view_as_real));
+  m.impl("view_as_complex", OPENREG_COUNTED(at::native::view_as_complex));
+  m.impl("unfold", OPENREG_COUNTED(at::native::unfold));
+  m.impl("resize_", OPENREG_COUNTED(resize));
+  m.impl("set_.source_Storage", OPENREG_COUNTED(setStorage));
+  m.impl("set_.source_Storage_storage_offset", OPENREG_COUNTED(setStorageOffset));
+  m.impl("set_.source_Tensor", OPENREG_COUNTED(setTensor));
+  m.impl("set_", OPENREG_COUNTED(setEmpty));
   m.impl("_copy_from", TORCH_FN(copyFrom));
   m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
   m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
   m.impl("fill_.Scalar", TORCH_FN(fill));
   m.impl("zero_", TORCH_FN(zero));
-  m.impl("record_stream", TORCH_FN(recordStream));
+  m.impl("record_stream", OPENREG_COUNTED(recordStream));
 }
 
 }  // namespace openreg

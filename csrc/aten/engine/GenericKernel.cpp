@@ -476,6 +476,10 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      traits.cpuKernel, "openreg: ", op.schema().operator_name(),
+      " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
+      "needs a native openreg kernel: please report it. Meanwhile, run this step on the CPU.");
   if (traits.view) {
     copyingFallback(op, stack, "a view operator without an openreg kernel");
     return;

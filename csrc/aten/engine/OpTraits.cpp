@@ -28,7 +28,7 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
       matches = alias != nullptr && alias->isWrite() &&
                 out.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
     }
-    if (matches) return handle;
+    if (matches && handle->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return handle;
   }
   return std::nullopt;
 }
@@ -58,6 +58,9 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   // running statistics) take the functional route: new results are allocated, written arguments
   // are written through their aliases.
   if (newTensors) traits->mutates = false;
+  traits->cpuKernel = c10::Dispatcher::singleton()
+                          .findSchemaOrThrow(schema.name().c_str(), schema.overload_name().c_str())
+                          .hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   if (!traits->mutates && !traits->view && !traits->hostResult) {
     traits->outVariant = findOutVariant(schema);
   }
