@@ -1,85 +1,186 @@
-"""The main job of `make demo`: a small convolutional classifier trained on openreg.
+"""The main job of `make demo`: a convolutional classifier trained on openreg, step for step
+beside the CPU.
 
-It trains the same model, on the same synthetic data and with the same seed, on openreg and on the
-CPU, then shows what the device did: the loss curve, whether every parameter ended bitwise equal
-to the CPU's, time on each, memory, and the path each operator call took.
+The data is made here: noisy 32x32 images of eight shapes (disk, ring, square, frame, plus,
+cross, stripes, triangle) at random places, sizes and brightness. The same model, data and seed
+train on openreg:0 and on the CPU, in alternating blocks of steps, so the two losses print side
+by side as training goes. Then the demo shows what the device did: whether every loss and every
+parameter is bitwise equal to the CPU's, test accuracy, time per step against the CPU, peak
+device memory, and the path each operator call took (docs/operators.md).
+
+Everything the loop needs lives on the device before it starts: the images, and the indices of
+every batch (drawn on the CPU from a seeded generator). A step then launches work and returns;
+only reading a loss for the printout makes the host wait.
 """
 
+import math
+import os
 import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-STEPS, BATCH, CLASSES = 60, 64, 4
-
-
-def make_data(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Noisy 16x16 images of four patterns: horizontal, vertical, diagonal stripes, a blob."""
-    labels = torch.randint(0, CLASSES, (BATCH * 4,), generator=generator)
-    ys, xs = torch.meshgrid(torch.arange(16.0), torch.arange(16.0), indexing="ij")
-    patterns = torch.stack([torch.sin(ys), torch.sin(xs), torch.sin(xs + ys), torch.exp(-((xs - 8) ** 2 + (ys - 8) ** 2) / 20)])
-    images = patterns[labels].unsqueeze(1) + 1.5 * torch.randn(BATCH * 4, 1, 16, 16, generator=generator)
-    return images, labels
+SHAPES = ("disk", "ring", "square", "frame", "plus", "cross", "stripes", "triangle")
+SIZE, TRAIN, TEST = 32, 4096, 1024
+STEPS, BATCH, PRINT_EVERY = 300, 64, 25
+PATHS = ("native", "async", "sync", "copying")
 
 
-def build_model() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, 32), torch.nn.ReLU(), torch.nn.Linear(32, CLASSES),
-    )
+def make_images(count: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` noisy images of the eight shapes, with their labels."""
+    labels = torch.randint(0, len(SHAPES), (count,), generator=generator)
+
+    def uniform(low: float, high: float) -> torch.Tensor:
+        return low + (high - low) * torch.rand(count, 1, 1, generator=generator)
+
+    coords = torch.linspace(-1, 1, SIZE)
+    y, x = coords.view(1, -1, 1), coords.view(1, 1, -1)
+    dx, dy = x - uniform(-0.4, 0.4), y - uniform(-0.4, 0.4)
+    size, width = uniform(0.3, 0.55), uniform(0.07, 0.12)
+    radius, box = (dx**2 + dy**2).sqrt(), torch.maximum(dx.abs(), dy.abs())
+    stripes = torch.sin(dy * uniform(12, 18) + uniform(0, 6.3)) > 0.3
+    masks = torch.stack([  # in the order of SHAPES
+        radius < size,
+        (radius - size).abs() < width,
+        box < 0.8 * size,
+        (box - 0.8 * size).abs() < width,
+        ((dx.abs() < width) | (dy.abs() < width)) & (box < size),
+        (((dx - dy).abs() < 1.4 * width) | ((dx + dy).abs() < 1.4 * width)) & (box < size),
+        stripes & (box < size),
+        (dy < 0.6 * size) & (dy > 2 * dx.abs() - size),
+    ])
+    shape = masks[labels, torch.arange(count)].float()
+    images = uniform(0.6, 1.2) * shape + 0.35 * torch.randn(count, SIZE, SIZE, generator=generator)
+    return images.unsqueeze(1), labels
 
 
-def train(device: str) -> tuple[list[float], list[torch.Tensor], float, float]:
-    torch.manual_seed(0)
-    images, labels = make_data(torch.Generator().manual_seed(1))
-    images, labels = images.to(device), labels.to(device)
-    model = build_model().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    start = time.perf_counter()
-    for step in range(STEPS):
-        batch = slice((step % 4) * BATCH, (step % 4 + 1) * BATCH)
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(images[batch]), labels[batch])
-        loss.backward()
-        optimizer.step()
-        if step % 10 == 9:
-            losses.append(loss.item())  # a host read: synchronizes
-    with torch.no_grad():
-        accuracy = (model(images).argmax(1) == labels).float().mean().item()
-    elapsed = time.perf_counter() - start
-    return losses, [p.detach().cpu() for p in model.parameters()], accuracy, elapsed
+def build_model() -> nn.Module:
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)]
+
+    return nn.Sequential(*block(1, 8), *block(8, 16), *block(16, 32), nn.Flatten(),
+                         nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, len(SHAPES)))
+
+
+class Run:
+    """One device's copy of the experiment: the model, its optimizer and schedule, and the data."""
+
+    def __init__(self, device: str, data: dict[str, torch.Tensor]) -> None:
+        torch.manual_seed(0)
+        self.model = build_model().to(device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+        self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, STEPS)
+        self.data = {name: tensor.to(device) for name, tensor in data.items()}
+        self.losses: list[torch.Tensor] = []
+        self.seconds = 0.0
+
+    def train(self, steps: range) -> float:
+        """Runs the steps, waits for the device, returns the last loss; adds to self.seconds."""
+        start = time.perf_counter()
+        for step in steps:
+            batch = self.data["batches"][step]
+            self.optimizer.zero_grad()
+            loss = F.cross_entropy(self.model(self.data["train_images"][batch]), self.data["train_labels"][batch])
+            loss.backward()
+            self.optimizer.step()
+            self.schedule.step()
+            self.losses.append(loss.detach())
+        last = self.losses[-1].item()  # a host read: waits for the device
+        self.seconds += time.perf_counter() - start
+        return last
+
+    @torch.no_grad()
+    def predict(self) -> torch.Tensor:
+        self.model.eval()
+        predictions = self.model(self.data["test_images"]).argmax(1).cpu()
+        self.model.train()
+        return predictions
+
+    def state(self) -> list[torch.Tensor]:
+        return [t.detach().cpu() for t in self.model.state_dict().values()]
 
 
 def main() -> None:
     o = torch.openreg
-    print(f"openreg: {o.device_count()} devices, {o.get_device_name(0)}, "
-          f"{o.get_device_properties(0)['total_memory'] / 2**30:.1f} GiB each")
-    print(f"training a {sum(p.numel() for p in build_model().parameters())}-parameter CNN for {STEPS} steps "
-          f"on openreg:0 and on the CPU\n")
     o.init()
-    o.reset_peak_memory_stats(0)
-    allocs_before = o.memory_stats(0)["num_device_alloc"]
-    with o.count_paths() as paths:
-        losses_o, params_o, accuracy_o, time_o = train("openreg")
-    losses_c, params_c, accuracy_c, time_c = train("cpu")
+    print("== OpenReg demo: a CNN trained on openreg:0, checked step by step against the CPU ==")
+    print(f"device: {o.get_device_name(0)}, {o.device_count()} devices of "
+          f"{o.get_device_properties(0)['total_memory'] / 2**30:.1f} GiB; "
+          f"torch threads {torch.get_num_threads()}, "
+          f"OPENREG_STREAM_WORKERS={os.environ.get('OPENREG_STREAM_WORKERS', '1 (default)')}")
 
-    print("step   loss on openreg   loss on CPU")
-    for i, (lo, lc) in enumerate(zip(losses_o, losses_c)):
-        print(f"{(i + 1) * 10:>4}   {lo:>15.6f}   {lc:>11.6f}")
-    same = all(torch.equal(a, b) for a, b in zip(params_o, params_c))
-    print(f"\naccuracy: openreg {accuracy_o:.3f}, CPU {accuracy_c:.3f}")
-    print(f"parameters bitwise equal to the CPU's: {same}")
-    print(f"time: openreg {time_o:.2f} s, CPU {time_c:.2f} s, ratio {time_o / time_c:.1f}x")
-    stats = o.memory_stats(0)
-    print(f"memory on openreg:0: peak allocated {o.max_memory_allocated(0) / 2**20:.2f} MiB, reserved "
-          f"{o.memory_reserved(0) / 2**20:.2f} MiB, device allocations during training "
-          f"{stats['num_device_alloc'] - allocs_before}")
-    total = sum(paths[k] for k in ("native", "async", "sync", "copying"))
-    print(f"operator calls: {total} ({', '.join(f'{k} {paths[k]}' for k in ('native', 'async', 'sync', 'copying'))}); "
-          f"bytes copied by the fallback: {paths['copied_bytes']}")
-    if not same:
+    generator = torch.Generator().manual_seed(1)
+    train_images, train_labels = make_images(TRAIN, generator)
+    test_images, test_labels = make_images(TEST, generator)
+    epochs = math.ceil(STEPS * BATCH / TRAIN)
+    order = torch.cat([torch.randperm(TRAIN, generator=generator) for _ in range(epochs)])
+    data = {"train_images": train_images, "train_labels": train_labels, "test_images": test_images,
+            "batches": order[:STEPS * BATCH].view(STEPS, BATCH)}
+    parameters = sum(p.numel() for p in build_model().parameters())
+    print(f"data: {TRAIN} training and {TEST} test images, {SIZE}x{SIZE}, of {len(SHAPES)} shapes "
+          f"({', '.join(SHAPES)}), generated here")
+    print(f"model: 3 x (conv 3x3, batch norm, ReLU, max pool), 2 linear layers; {parameters:,} parameters; "
+          f"SGD with momentum, cosine schedule; batch {BATCH}, {STEPS} steps (~{epochs} epochs)\n")
+
+    o.reset_peak_memory_stats(0)
+    allocations_before = o.memory_stats(0)["num_device_alloc"]
+    device, cpu = Run("openreg", data), Run("cpu", data)
+
+    print(f"{'step':>5}  {'loss openreg':>14}  {'loss CPU':>14}  {'equal':>5}  "
+          f"{'ms/step openreg':>15}  {'ms/step CPU':>11}  {'ratio':>5}")
+    with o.count_paths() as paths:
+        for first in range(0, STEPS, PRINT_EVERY):
+            steps = range(first, min(first + PRINT_EVERY, STEPS))
+            before_device, before_cpu = device.seconds, cpu.seconds
+            loss_device, loss_cpu = device.train(steps), cpu.train(steps)
+            ms_device = (device.seconds - before_device) / len(steps) * 1e3
+            ms_cpu = (cpu.seconds - before_cpu) / len(steps) * 1e3
+            if first == 0:
+                warm_device, warm_cpu = device.seconds, cpu.seconds
+            equal = "yes" if torch.equal(device.losses[-1].cpu(), cpu.losses[-1]) else "NO"
+            print(f"{steps[-1] + 1:>5}  {loss_device:>14.8f}  {loss_cpu:>14.8f}  {equal:>5}  "
+                  f"{ms_device:>15.2f}  {ms_cpu:>11.2f}  {ms_device / ms_cpu:>5.2f}")
+    train_allocations = o.memory_stats(0)["num_device_alloc"] - allocations_before
+    train_peak = o.max_memory_allocated(0)
+    predictions_device = device.predict()
+    predictions_cpu = cpu.predict()
+
+    losses_equal = torch.equal(torch.stack(device.losses).cpu(), torch.stack(cpu.losses))
+    state_device, state_cpu = device.state(), cpu.state()
+    equal_tensors = sum(torch.equal(a, b) for a, b in zip(state_device, state_cpu))
+    largest = max((a - b).abs().max().item() for a, b in zip(state_device, state_cpu) if a.is_floating_point())
+    print("\n== against the CPU ==")
+    print(f"all {STEPS} losses bitwise equal: {'yes' if losses_equal else 'NO'}")
+    print(f"parameters and buffers bitwise equal: {equal_tensors}/{len(state_cpu)} tensors"
+          + ("" if equal_tensors == len(state_cpu) else f" (largest difference {largest:.3g})"))
+    accuracy = {name: (p == test_labels).float().mean().item() for name, p in
+                (("openreg", predictions_device), ("CPU", predictions_cpu))}
+    print(f"test accuracy: openreg {accuracy['openreg']:.3f}, CPU {accuracy['CPU']:.3f}; "
+          f"same {TEST} predictions: {'yes' if torch.equal(predictions_device, predictions_cpu) else 'NO'}")
+
+    print("\n== time (the machine may be shared: compare the columns of one run, not runs) ==")
+    steady, steady_device, steady_cpu = STEPS - PRINT_EVERY, device.seconds - warm_device, cpu.seconds - warm_cpu
+    print(f"all {STEPS} steps: openreg {device.seconds:.2f} s, CPU {cpu.seconds:.2f} s, "
+          f"openreg/CPU {device.seconds / cpu.seconds:.2f}x")
+    print(f"after the first {PRINT_EVERY} (warm-up): {steady_device / steady * 1e3:.2f} ms per step on openreg, "
+          f"{steady_cpu / steady * 1e3:.2f} ms on the CPU, openreg/CPU {steady_device / steady_cpu:.2f}x")
+
+    print("\n== memory on openreg:0 ==")
+    print(f"peak allocated {train_peak / 2**20:.2f} MiB in training (data included), "
+          f"{o.max_memory_allocated(0) / 2**20:.2f} MiB with the test predictions; reserved "
+          f"{o.memory_reserved(0) / 2**20:.2f} MiB; {train_allocations} device allocations during training "
+          f"(the caching allocator served the rest)")
+
+    print("\n== operator calls on openreg during training, by path (docs/operators.md) ==")
+    calls = sum(paths[k] for k in PATHS)
+    print(f"{calls} calls, {calls / STEPS:.0f} per step: " + ", ".join(f"{k} {paths[k]}" for k in PATHS))
+    print(f"bytes copied to the CPU and back by the copying fallback: {paths['copied_bytes']}")
+    others = {k: v for k, v in paths.items() if k not in (*PATHS, "copied_bytes")}
+    if others:
+        print("other counters: " + ", ".join(f"{k} {v}" for k, v in others.items()))
+
+    if not (losses_equal and equal_tensors == len(state_cpu)):
         raise SystemExit("openreg and CPU results differ")
 
 
