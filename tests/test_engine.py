@@ -472,3 +472,14 @@ def test_an_operator_without_a_cpu_kernel_is_refused_at_the_call():
     x = torch.randn(4, device="openreg")
     with pytest.raises(NotImplementedError, match="aten::_masked_scale has no CPU kernel"):
         torch._masked_scale(x, x > 0, 2.0)
+
+
+def test_a_conjugate_bit_a_kernel_sets_on_its_output_reaches_the_device_tensor():
+    # linalg_lu_solve(left=False) conjugates its result by setting the result's conjugate bit.
+    g = torch.Generator().manual_seed(0)
+    lu, pivots = torch.linalg.lu_factor(torch.randn(3, 3, dtype=torch.complex64, generator=g))
+    b = torch.randn(4, 3, dtype=torch.complex64, generator=g)
+    for adjoint in (False, True):
+        expected = torch.linalg.lu_solve(lu, pivots, b, left=False, adjoint=adjoint)
+        got = torch.linalg.lu_solve(*to_device((lu, pivots, b)), left=False, adjoint=adjoint)
+        assert same(got.resolve_conj(), expected.resolve_conj())

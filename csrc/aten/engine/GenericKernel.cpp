@@ -193,6 +193,23 @@ struct TaskArgument {
   std::optional<KernelAliasSpec> alias;
 };
 
+// [marker: engine-view-bits]
+// A kernel may flip an output's conjugate or negative bit instead of writing the values
+// (linalg_lu_solve with left=False conjugates its result that way). On the CPU the caller's tensor
+// carries the flipped bit; here the kernel flipped it on an alias, and the device tensor keeps its
+// own bits. So the flip is applied to the memory instead: conjugated or negated in place, the
+// device tensor then reads the values the kernel meant.
+void keepViewBits(const at::Tensor& alias, const KernelAliasSpec& spec) {
+  const bool conj = alias.is_conj() != spec.conj;
+  const bool neg = alias.is_neg() != spec.neg;
+  if (!conj && !neg) return;
+  KernelAliasSpec plain = spec;
+  plain.conj = plain.neg = false;
+  at::Tensor memory = makeKernelAlias(plain);
+  if (conj) memory.conj_physical_();
+  if (neg) memory.neg_();
+}
+
 // The argument returned for a write-aliased return: the argument with the same alias set.
 c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnIndex,
                             c10::ArrayRef<c10::IValue> args) {
@@ -391,14 +408,19 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
         try {
           torch::jit::Stack s;
           s.reserve(taskArgs.size());
+          std::vector<std::pair<at::Tensor, const KernelAliasSpec*>> aliases;
           for (TaskArgument& arg : taskArgs) {
             if (arg.alias) {
-              s.emplace_back(makeKernelAlias(*arg.alias));
+              aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
+              s.emplace_back(aliases.back().first);
             } else {
               s.push_back(std::move(arg.value));
             }
           }
-          auto run = [&] { (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s); };
+          auto run = [&] {
+            (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s);
+            for (const auto& [alias, spec] : aliases) keepViewBits(alias, *spec);
+          };
           if (generator.defined()) {
             generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
               s[generatorIndex] = cpu;
