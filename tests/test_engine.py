@@ -483,3 +483,25 @@ def test_a_conjugate_bit_a_kernel_sets_on_its_output_reaches_the_device_tensor()
         expected = torch.linalg.lu_solve(lu, pivots, b, left=False, adjoint=adjoint)
         got = torch.linalg.lu_solve(*to_device((lu, pivots, b)), left=False, adjoint=adjoint)
         assert same(got.resolve_conj(), expected.resolve_conj())
+
+
+# Note [Regrown outputs] and Note [Unfaithful out kernels]: found by the OpInfo sweep.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_losses_whose_out_kernels_reduce_into_their_output(dtype):
+    x, y = POS.to(dtype).clamp(max=0.9), torch.rand(8, 6, generator=g).to(dtype)
+    for loss in (F.mse_loss, F.binary_cross_entropy, F.huber_loss, F.smooth_l1_loss, F.l1_loss):
+        for reduction in ("mean", "sum", "none"):
+            for _ in range(2):  # the first call learns the route, the second takes it
+                got = loss(x.to("openreg"), y.to("openreg"), reduction=reduction)
+                assert same(got, loss(x, y, reduction=reduction)), (loss.__name__, reduction)
+    out = torch.empty(0, device="openreg")
+    torch.ops.aten.mse_loss.out(x.float().to("openreg"), y.float().to("openreg"), 1, out=out)
+    assert same(out, F.mse_loss(x.float(), y.float()))
+
+
+def test_a_meta_kernel_that_needs_data_hands_the_call_to_the_cpu_kernel():
+    x, repeats = A.to("openreg"), torch.tensor([1, 0, 2, 1, 1, 3, 0, 2])
+    # The Meta kernel raises "cannot repeat_interleave a meta tensor without output_size".
+    assert same(torch.repeat_interleave(x, repeats.to("openreg"), dim=0), torch.repeat_interleave(A, repeats, dim=0))
+    with pytest.raises(RuntimeError, match="must match the size"):  # and errors are still the CPU's
+        x + torch.ones(5, device="openreg")

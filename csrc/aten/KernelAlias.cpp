@@ -57,7 +57,18 @@ KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
 }
 
 at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
-  return aliasOf(spec.data, spec.sizes, spec.strides, spec.dtype, spec.conj, spec.neg);
+  // Resizable with the CPU allocator: a kernel that grows an output on its way (mse_loss.out
+  // computes elementwise into its result before reducing into it) gets host memory instead of
+  // failing; the task copies the final values back (Note [Regrown outputs] in GenericKernel.cpp).
+  at::Tensor alias = at::for_blob(spec.data, spec.sizes)
+                         .strides(spec.strides)
+                         .options(at::TensorOptions().dtype(spec.dtype).device(at::kCPU))
+                         .resizeable_storage()
+                         .allocator(c10::GetAllocator(c10::DeviceType::CPU))
+                         .make_tensor();
+  if (spec.conj) alias = alias._conj();
+  if (spec.neg) alias = alias._neg_view();
+  return alias;
 }
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {

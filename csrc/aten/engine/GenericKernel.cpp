@@ -34,6 +34,7 @@
 #include <torch/library.h>
 #include <openreg/task.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -210,6 +211,135 @@ void keepViewBits(const at::Tensor& alias, const KernelAliasSpec& spec) {
   if (neg) memory.neg_();
 }
 
+// Note [Regrown outputs]
+// Some CPU kernels grow an output on their way and shrink it back: mse_loss.out computes the
+// elementwise loss into its result, then reduces into it. A task's aliases are resizable with the
+// CPU allocator (makeKernelAlias), so such a kernel moves the alias to host memory instead of
+// failing. Afterwards its final values, of the shape the Meta kernel announced, are copied back to
+// the device memory.
+// [marker: engine-regrown-outputs]
+void keepKernelChanges(const c10::OperatorHandle& op, const at::Tensor& alias,
+                       const KernelAliasSpec& spec) {
+  if (alias.storage().data() == spec.data) {
+    keepViewBits(alias, spec);
+    return;
+  }
+  TORCH_CHECK(alias.sizes() == c10::IntArrayRef(spec.sizes), "openreg: the CPU kernel of ",
+              op.schema().operator_name(), " resized an output to ", alias.sizes(),
+              " where its Meta kernel announced ", c10::IntArrayRef(spec.sizes));
+  makeKernelAlias(spec).copy_(alias);
+}
+
+// A functional kernel's result into its output. The Meta kernel decided the output's shape;
+// where the CPU kernel returns an empty tensor instead (native_batch_norm's saved statistics in
+// evaluation mode, which it does not compute), the output is zeroed. Any other disagreement is
+// an error naming both shapes.
+void copyResult(const at::Tensor& result, const at::Tensor& output) {
+  if (result.sizes() == output.sizes()) {
+    output.copy_(result);
+  } else if (result.numel() == 0) {
+    output.zero_();
+  } else {
+    TORCH_CHECK(false, "openreg: the CPU kernel returned a result of shape ", result.sizes(),
+                " where the Meta kernel announced ", output.sizes());
+  }
+}
+
+// [marker: engine-task]
+// What the asynchronous path queues: the CPU kernel on kernel-window aliases. With an .out
+// overload, the kernel writes straight into the outputs' device memory.
+// Note [Unfaithful out kernels]
+// Some CPU .out kernels assume more of their out tensors than the Meta shapes give them:
+// binary_cross_entropy.out computes elementwise into its out, then reduces into it, and gets a
+// wrong value from an out of the reduced shape; native_layer_norm.out refuses the float
+// statistics the Meta kernel announces for half inputs. Such a kernel moves an output alias to host
+// memory (Note [Regrown outputs]) or throws; the task then runs the functional kernel instead,
+// copies its results, and the operator takes that route from then on.
+struct AsyncTask {
+  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> outOp;
+  OpTraits* traits;
+  std::vector<TaskArgument> args;
+  std::vector<KernelAliasSpec> outputs;  // the new outputs
+  at::Generator generator;               // random operators: the device generator
+  int generatorIndex;
+
+  void operator()() {
+    try {
+      std::vector<std::pair<at::Tensor, const KernelAliasSpec*>> aliases;
+      torch::jit::Stack inputs;
+      inputs.reserve(args.size() + outputs.size());
+      for (TaskArgument& arg : args) {
+        if (arg.alias) {
+          aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
+          inputs.emplace_back(aliases.back().first);
+        } else {
+          inputs.push_back(std::move(arg.value));
+        }
+      }
+      if (generator.defined()) {
+        generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
+          inputs[generatorIndex] = cpu;
+          run(inputs, aliases);
+        });
+      } else {
+        run(inputs, aliases);
+      }
+    } catch (const std::exception& e) {
+      throw std::runtime_error(c10::toString(op.schema().operator_name()) + ": " + e.what());
+    }
+  }
+
+ private:
+  void run(const torch::jit::Stack& inputs,
+           std::vector<std::pair<at::Tensor, const KernelAliasSpec*>>& aliases) {
+    if (outOp) {
+      torch::jit::Stack s = inputs;
+      const size_t firstOutput = aliases.size();
+      for (const KernelAliasSpec& spec : outputs) {
+        aliases.emplace_back(makeKernelAlias(spec), &spec);
+        s.emplace_back(aliases.back().first);
+      }
+      try {
+        outOp->redispatchBoxed(kCpuKeys, &s);
+      } catch (const std::exception&) {
+        // An .out kernel refusing outputs of the Meta dtypes (native_layer_norm.out for half
+        // inputs): the functional kernel decides. A random kernel is not run twice.
+        if (generator.defined()) throw;
+        traits->outVariantFaithful = false;
+        aliases.resize(firstOutput);
+        runFunctional(inputs, aliases);
+        return;
+      }
+      bool regrown = false;
+      for (size_t i = firstOutput; i < aliases.size(); ++i) {
+        regrown = regrown || aliases[i].first.storage().data() != aliases[i].second->data;
+      }
+      // A random kernel is not run twice: that would draw twice.
+      if (!regrown || generator.defined()) {
+        for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
+        return;
+      }
+      traits->outVariantFaithful = false;  // Note [Unfaithful out kernels]
+      aliases.resize(firstOutput);
+    }
+    runFunctional(inputs, aliases);
+  }
+
+  void runFunctional(const torch::jit::Stack& inputs,
+                     std::vector<std::pair<at::Tensor, const KernelAliasSpec*>>& aliases) {
+    torch::jit::Stack s = inputs;
+    op.redispatchBoxed(kCpuKeys, &s);
+    for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
+    size_t next = 0;
+    for (const c10::IValue& r : s) {
+      forEachTensor(r, [&](const at::Tensor& t) {
+        if (next < outputs.size()) copyResult(t, makeKernelAlias(outputs[next++]));
+      });
+    }
+  }
+};
+
 // The argument returned for a write-aliased return: the argument with the same alias set.
 c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnIndex,
                             c10::ArrayRef<c10::IValue> args) {
@@ -277,8 +407,12 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
     // nonzero, boolean indexing) raises Python's NotImplementedError. Remembered per signature
     // only: the operator may answer for other inputs (index with integer indices).
-    if (std::string_view(e.what()).rfind("NotImplementedError", 0) != 0) throw;
+    // Any other error: either the call's own (a shape or dtype error, which the CPU kernel raises
+    // in the same words on the synchronizing path, at the call), or a Meta kernel that cannot
+    // answer without data ("cannot repeat_interleave a meta tensor without output_size"), which
+    // the CPU kernel then answers. Not remembered.
     answer->declined = true;
+    answer->remember = std::string_view(e.what()).rfind("NotImplementedError", 0) == 0;
     return answer;
   }
   traits.metaWorks = 1;
@@ -330,7 +464,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   if (!answer) {
     answer = askMeta(op, traits, args);
     if (!answer) return false;
-    if (keyed) traits.shapes.insert(std::move(signature), answer);
+    if (keyed && answer->remember) traits.shapes.insert(std::move(signature), answer);
   }
   if (answer->declined) return false;
 
@@ -378,67 +512,37 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
       taskArgs.push_back({taskArgument(arg), std::nullopt});
     }
   }
-  const std::optional<c10::OperatorHandle> outOp = traits.outVariant;
-  std::vector<KernelAliasSpec> copyTargets;  // where a functional kernel's results are copied
-  for (const at::Tensor& out : outputs) {
-    if (outOp) {
-      taskArgs.push_back({c10::IValue(), describeKernelAlias(out)});
-    } else {
-      copyTargets.push_back(describeKernelAlias(out));
-    }
-  }
+  // An .out overload takes every output: with one undefined (output_mask), the functional runs.
+  const bool allOutputs =
+      outputs.size() ==
+          static_cast<size_t>(std::count_if(answer->results.begin(), answer->results.end(),
+                                            [](const MetaAnswer::Result& r) {
+                                              return r.kind == MetaAnswer::Result::Kind::Tensor;
+                                            })) &&
+      std::all_of(answer->results.begin(), answer->results.end(), [](const MetaAnswer::Result& r) {
+        return r.kind == MetaAnswer::Result::Kind::Tensor;
+      });
+  AsyncTask task{
+      op,      traits.outVariantFaithful && allOutputs ? traits.outVariant : std::nullopt,
+      &traits, std::move(taskArgs),
+      {},      {},
+      -1};
+  for (const at::Tensor& out : outputs) task.outputs.push_back(describeKernelAlias(out));
   // Random operators: the generator is used on the stream, in program order (Note
   // [Asynchronous random numbers] in core/Generator.h).
-  const int generatorIndex = traits.random ? generatorArgument(schema) : -1;
-  at::Generator generator;
-  if (generatorIndex >= 0) {
-    generator = deviceGenerator(op, args[generatorIndex], device);
-    taskArgs[generatorIndex].value = c10::IValue();
+  task.generatorIndex = traits.random ? generatorArgument(schema) : -1;
+  if (task.generatorIndex >= 0) {
+    task.generator = deviceGenerator(op, args[task.generatorIndex], device);
+    task.args[task.generatorIndex].value = c10::IValue();
   }
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
   std::unique_lock<std::mutex> generatorLock;
-  auto* generatorImpl = generator.defined() ? generator.get<GeneratorImpl>() : nullptr;
+  auto* generatorImpl = task.generator.defined() ? task.generator.get<GeneratorImpl>() : nullptr;
   if (generatorImpl != nullptr) {
-    generatorLock = std::unique_lock<std::mutex>(generator.mutex());
+    generatorLock = std::unique_lock<std::mutex>(task.generator.mutex());
     generatorImpl->waitForPreviousUseOn(stream);
   }
-  OPENREG_CHECK(openreg::launch(
-      stream, [op, outOp, taskArgs = std::move(taskArgs), copyTargets = std::move(copyTargets),
-               generator, generatorIndex]() mutable {
-        try {
-          torch::jit::Stack s;
-          s.reserve(taskArgs.size());
-          std::vector<std::pair<at::Tensor, const KernelAliasSpec*>> aliases;
-          for (TaskArgument& arg : taskArgs) {
-            if (arg.alias) {
-              aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
-              s.emplace_back(aliases.back().first);
-            } else {
-              s.push_back(std::move(arg.value));
-            }
-          }
-          auto run = [&] {
-            (outOp ? *outOp : op).redispatchBoxed(kCpuKeys, &s);
-            for (const auto& [alias, spec] : aliases) keepViewBits(alias, *spec);
-          };
-          if (generator.defined()) {
-            generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
-              s[generatorIndex] = cpu;
-              run();
-            });
-          } else {
-            run();
-          }
-          size_t next = 0;
-          for (const c10::IValue& r : s) {
-            forEachTensor(r, [&](const at::Tensor& t) {
-              if (next < copyTargets.size()) makeKernelAlias(copyTargets[next++]).copy_(t);
-            });
-          }
-        } catch (const std::exception& e) {
-          throw std::runtime_error(c10::toString(op.schema().operator_name()) + ": " + e.what());
-        }
-      }));
+  OPENREG_CHECK(openreg::launch(stream, std::move(task)));
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
 
   pushResults(schema, stack, args, std::move(fresh));
@@ -455,7 +559,14 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
 
   torch::jit::Stack s;
   s.reserve(nArgs);
-  for (const c10::IValue& arg : args) s.push_back(mapTensors(arg, kernelAlias));
+  std::vector<std::pair<at::Tensor, KernelAliasSpec>> aliases;  // Note [Regrown outputs]
+  for (const c10::IValue& arg : args) {
+    s.push_back(mapTensors(arg, [&](const at::Tensor& t) {
+      aliases.emplace_back(at::Tensor(), describeKernelAlias(t));
+      aliases.back().first = makeKernelAlias(aliases.back().second);
+      return aliases.back().first;
+    }));
+  }
 
   // Random operators: the device generator's state, after its queued uses, through a CPU
   // generator (Note [Asynchronous random numbers] in core/Generator.h).
@@ -472,6 +583,7 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
   } else {
     op.redispatchBoxed(kCpuKeys, &s);
   }
+  for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, spec);
 
   // New tensor results live in host memory: copy them to the device.
   std::vector<c10::IValue> fresh;

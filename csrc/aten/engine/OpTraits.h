@@ -21,6 +21,7 @@ struct OpTraits {
   bool hostResult = false;  // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
+  std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
   std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors
   std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
   ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])

@@ -42,6 +42,7 @@ struct TensorShape {
 // The Meta kernel's answer for one signature.
 struct MetaAnswer {
   bool declined = false;  // no shapes ahead for this signature: take the synchronizing path
+  bool remember = true;   // false: not kept in the cache (the Meta kernel raised an error)
   // One per return that is not a written argument, in order.
   struct Result {
     enum class Kind { Tensor, TensorList, Value } kind = Kind::Value;
