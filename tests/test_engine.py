@@ -505,3 +505,12 @@ def test_a_meta_kernel_that_needs_data_hands_the_call_to_the_cpu_kernel():
     assert same(torch.repeat_interleave(x, repeats.to("openreg"), dim=0), torch.repeat_interleave(A, repeats, dim=0))
     with pytest.raises(RuntimeError, match="must match the size"):  # and errors are still the CPU's
         x + torch.ones(5, device="openreg")
+
+
+def test_factories_without_tensor_arguments_run_on_the_engine():
+    # The Meta call of a factory asked for device="openreg" once came back to the engine without
+    # end (a stack overflow, found by the OpInfo sweep).
+    for fn in (lambda dev: torch.tril_indices(4, 3, 1, device=dev), lambda dev: torch.triu_indices(4, 5, -1, device=dev),
+               lambda dev: torch.arange(2, 11, 3, device=dev), lambda dev: torch.linspace(0, 1, 9, device=dev)):
+        got = fn("openreg")
+        assert got.device.type == "openreg" and same(got, fn("cpu"))

@@ -394,7 +394,15 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   const auto& schema = op.schema();
   torch::jit::Stack meta;
   meta.reserve(args.size());
-  for (const c10::IValue& arg : args) meta.push_back(mapTensors(arg, metaLike));
+  for (const c10::IValue& arg : args) {
+    // A factory's device argument moves to Meta too: asked on openreg, the Meta call would come
+    // straight back to this engine, without end (tril_indices(..., device="openreg")).
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      meta.emplace_back(c10::Device(c10::kMeta));
+    } else {
+      meta.push_back(mapTensors(arg, metaLike));
+    }
+  }
   const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
   auto answer = std::make_shared<MetaAnswer>();
   countMetaCall();
