@@ -514,3 +514,12 @@ def test_factories_without_tensor_arguments_run_on_the_engine():
                lambda dev: torch.arange(2, 11, 3, device=dev), lambda dev: torch.linspace(0, 1, 9, device=dev)):
         got = fn("openreg")
         assert got.device.type == "openreg" and same(got, fn("cpu"))
+
+
+def test_out_arguments_resized_on_the_synchronizing_path():
+    # linalg_lstsq.out has no Meta kernel: its CPU kernel resizes the outs on the synchronizing path.
+    for dtype in (torch.float32, torch.complex64):
+        a, b = torch.randn(5, 3, dtype=dtype, generator=g), torch.randn(5, 2, dtype=dtype, generator=g)
+        expected = torch.linalg.lstsq(a, b)
+        got = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
+        assert all(same(x, y) for x, y in zip(got, expected))

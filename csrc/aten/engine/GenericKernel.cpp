@@ -567,12 +567,18 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
 
   torch::jit::Stack s;
   s.reserve(nArgs);
-  std::vector<std::pair<at::Tensor, KernelAliasSpec>> aliases;  // Note [Regrown outputs]
+  // The aliases made, with the device tensors they alias (Note [Regrown outputs]).
+  struct Made {
+    at::Tensor alias;
+    KernelAliasSpec spec;
+    at::Tensor target;
+  };
+  std::vector<Made> aliases;
   for (const c10::IValue& arg : args) {
     s.push_back(mapTensors(arg, [&](const at::Tensor& t) {
-      aliases.emplace_back(at::Tensor(), describeKernelAlias(t));
-      aliases.back().first = makeKernelAlias(aliases.back().second);
-      return aliases.back().first;
+      aliases.push_back({at::Tensor(), describeKernelAlias(t), t});
+      aliases.back().alias = makeKernelAlias(aliases.back().spec);
+      return aliases.back().alias;
     }));
   }
 
@@ -591,7 +597,16 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
   } else {
     op.redispatchBoxed(kCpuKeys, &s);
   }
-  for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, spec);
+  for (const Made& made : aliases) {
+    // An out= argument the CPU kernel resized where no Meta kernel could say so ahead (this path
+    // runs without one): the device tensor takes the new shape, then the values.
+    if (made.alias.sizes() != made.target.sizes()) {
+      made.target.resize_(made.alias.sizes());
+      kernelAlias(made.target).copy_(made.alias);
+    } else {
+      keepKernelChanges(op, made.alias, made.spec);
+    }
+  }
 
   // New tensor results live in host memory: copy them to the device.
   std::vector<c10::IValue> fresh;
