@@ -523,3 +523,18 @@ def test_out_arguments_resized_on_the_synchronizing_path():
         expected = torch.linalg.lstsq(a, b)
         got = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
         assert all(same(x, y) for x, y in zip(got, expected))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_takes_the_cpu_fused_kernel_and_equals_cpu_bitwise(causal):
+    # Note at csrc/aten/DispatchStubs.cpp#stub-sdp-choice: the CPU's backend choice, so the CPU's
+    # flash kernel, not the unfused math path.
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g).requires_grad_() for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out.square().sum().backward()
+    qd, kd, vd = (t.detach().to("openreg").requires_grad_() for t in (q, k, v))
+    with openreg.count_paths() as paths:
+        out_d = F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
+        out_d.square().sum().backward()
+    assert paths["sync"] == 0 and paths["copying"] == 0
+    assert same(out_d, out) and all(same(a.grad, b.grad) for a, b in ((qd, q), (kd, k), (vd, v)))

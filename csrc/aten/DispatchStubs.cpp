@@ -15,6 +15,8 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/UnaryOps.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/abs_native.h>
 #include <torch/library.h>
@@ -41,6 +43,19 @@ void absKernel(at::TensorIteratorBase& iter) {
                                 }));
 }
 
+// [marker: stub-sdp-choice]
+// scaled_dot_product_attention asks _fused_sdp_choice_stub, per device type, which kernel to run;
+// a device without an answer gets the unfused math path, which rounds differently from the CPU's
+// fused flash kernel. The answer here is the CPU's own choice for the same inputs (it reads only
+// their metadata). When that is flash attention, ATen calls _scaled_dot_product_flash_attention_
+// for_cpu, which the engine runs like any operator: attention on openreg is bitwise the CPU's.
+int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                  const std::optional<at::Tensor>& mask, double dropout, bool causal,
+                  std::optional<double> scale, bool gqa) {
+  return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query,
+                                                 key, value, mask, dropout, causal, scale, gqa);
+}
+
 at::Tensor& absOut(const at::Tensor& self, at::Tensor& out) {
   DeviceScope scope(self.device().index());  // m.impl kernels get no device guard
   return at::native::abs_out(self, out);
@@ -56,4 +71,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 namespace at::native {  // where the registration helper lives
 REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &openreg::absKernel)
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &openreg::sdpChoice)
 }  // namespace at::native
