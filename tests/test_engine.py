@@ -522,7 +522,11 @@ def test_out_arguments_resized_on_the_synchronizing_path():
         a, b = torch.randn(5, 3, dtype=dtype, generator=g), torch.randn(5, 2, dtype=dtype, generator=g)
         expected = torch.linalg.lstsq(a, b)
         got = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
-        assert all(same(x, y) for x, y in zip(got, expected))
+        for x, y in zip(got, expected):
+            # LAPACK's least squares can round the last bit differently from run to run of the
+            # same inputs at other addresses: shapes and dtypes exactly, values to tolerance.
+            assert x.shape == y.shape and x.dtype == y.dtype and x.device.type == "openreg"
+            torch.testing.assert_close(x.cpu(), y)
 
 
 @pytest.mark.parametrize("causal", [False, True])

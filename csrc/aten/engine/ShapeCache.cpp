@@ -50,19 +50,6 @@ void Signature::addTensor(const at::Tensor& t) {
   for (int64_t size : t.sizes()) push(size);
   for (int64_t stride : t.strides()) push(stride);
   push(t.storage_offset());
-  if (t.device().is_cpu() && t.dim() == 0) {
-    // A CPU scalar: its value is visible to a Meta kernel.
-    const c10::Scalar value = t.item();
-    if (value.isComplex()) {
-      const auto z = value.toComplexDouble();
-      push(std::bit_cast<int64_t>(z.real()));
-      push(std::bit_cast<int64_t>(z.imag()));
-    } else if (value.isFloatingPoint()) {
-      push(std::bit_cast<int64_t>(value.toDouble()));
-    } else {
-      push(value.toLong());
-    }
-  }
 }
 
 bool Signature::add(const c10::IValue& value) {

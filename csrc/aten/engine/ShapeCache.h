@@ -6,7 +6,10 @@
 // registrations) costing 50-1000 us a call, far more than a small kernel. But a Meta kernel can
 // only see metadata, so its answer is a function of:
 //   - every tensor argument's sizes, strides, storage offset, dtype, layout, device type and
-//     conjugate/negative bits (and the value of a CPU scalar tensor, which a kernel may read);
+//     conjugate/negative bits. Not the value of a CPU scalar tensor: optimizers pass one that
+//     changes every step (Adam's bias corrections), and no Meta kernel derives a shape from one
+//     (those that would need a value, like repeat_interleave's, refuse, and refusals run on the
+//     CPU kernel);
 //   - every other argument's value (ints, floats, bools, strings, lists, devices, None), except
 //     a generator's: a Meta kernel draws no numbers;
 //   - the default dtype (factories without a dtype).
