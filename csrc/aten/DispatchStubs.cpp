@@ -16,6 +16,7 @@
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/UnaryOps.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/abs_native.h>
@@ -52,6 +53,9 @@ void absKernel(at::TensorIteratorBase& iter) {
 int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                   const std::optional<at::Tensor>& mask, double dropout, bool causal,
                   std::optional<double> scale, bool gqa) {
+  // With dropout, the CPU's flash kernel draws from the CPU's default generator: the math path
+  // draws through native_dropout from the openreg generator instead (Note [Dropout]).
+  if (dropout > 0) return static_cast<int64_t>(sdp::SDPBackend::math);
   return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query,
                                                  key, value, mask, dropout, causal, scale, gqa);
 }

@@ -637,6 +637,21 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
       "needs a native openreg kernel: please report it. Meanwhile, run this step on the CPU.");
+  // [marker: engine-cpu-generator]
+  // A kernel that draws from the CPU's default generator (no Generator argument) would give
+  // numbers from the wrong generator, on a worker, racing the host. Allowed only when it draws
+  // nothing: a dropout_p argument of 0 (attention without dropout).
+  if (traits.cpuGeneratorOnly) {
+    const auto& arguments = op.schema().arguments();
+    bool drawsNothing = false;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (arguments[i].name() == "dropout_p" && args[i].isDouble())
+        drawsNothing = args[i].toDouble() == 0.0;
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(drawsNothing, "openreg: ", op.schema().operator_name(),
+                                " draws from the CPU's default generator, not openreg's; it needs "
+                                "an openreg kernel (see Note [Dropout] in csrc/aten/Dropout.cpp)");
+  }
   if (traits.view) {
     copyingFallback(op, stack, "a view operator without an openreg kernel");
     return;

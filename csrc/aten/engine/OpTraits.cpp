@@ -58,9 +58,10 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   // running statistics) take the functional route: new results are allocated, written arguments
   // are written through their aliases.
   if (newTensors) traits->mutates = false;
-  traits->cpuKernel = c10::Dispatcher::singleton()
-                          .findSchemaOrThrow(schema.name().c_str(), schema.overload_name().c_str())
-                          .hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+      schema.name().c_str(), schema.overload_name().c_str());
+  traits->cpuKernel = handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+  traits->cpuGeneratorOnly = !traits->random && handle.hasTag(at::Tag::nondeterministic_seeded);
   if (!traits->mutates && !traits->view && !traits->hostResult) {
     traits->outVariant = findOutVariant(schema);
   }

@@ -14,11 +14,12 @@ namespace openreg::engine {
 struct OpTraits {
   explicit OpTraits(c10::OperatorName operatorName) : name(std::move(operatorName)) {}
 
-  c10::OperatorName name;   // the operator these traits describe
-  bool view = false;        // returns an alias it does not write
-  bool mutates = false;     // writes arguments (in-place, out=), and returns only those
-  bool random = false;      // takes a Generator
-  bool hostResult = false;  // returns something other than tensors
+  c10::OperatorName name;         // the operator these traits describe
+  bool view = false;              // returns an alias it does not write
+  bool mutates = false;           // writes arguments (in-place, out=), and returns only those
+  bool random = false;            // takes a Generator
+  bool cpuGeneratorOnly = false;  // draws random numbers without a Generator argument
+  bool hostResult = false;        // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
