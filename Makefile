@@ -10,7 +10,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python sanitize check-docs check-format format demo tour bench clean
+.PHONY: all setup build test test-runtime test-python sanitize check-docs check-format format demo tour bench conformance clean
 
 all: build
 
@@ -68,6 +68,11 @@ test: check-format check-docs test-runtime sanitize test-python
 # The main job: a model trained on openreg, compared with the CPU (examples/train_classifier.py).
 demo: build
 	$(PYTHON) examples/train_classifier.py
+
+# The OpInfo conformance sweep: every operator PyTorch tests, on openreg against the CPU, every
+# dtype, forward and backward; writes conformance/coverage.{json,md} (docs/conformance.md).
+conformance: build
+	$(PYTHON) tools/conformance.py --jobs $(JOBS) --out conformance
 
 # The runtime on its own, without PyTorch.
 tour: build
