@@ -563,3 +563,16 @@ def test_dropout_draws_from_the_openreg_generator_in_program_order():
         torch.manual_seed(5)
         runs.append(F.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
     assert same(runs[0], runs[1].cpu())
+
+
+def test_a_gradient_the_kernel_does_not_compute_does_not_shift_the_others():
+    # native_layer_norm_backward with a bias and no weight: no weight gradient, and the bias
+    # gradient must land in its own output (it once landed in the weight's: found by the sweep).
+    x, b, grad = (torch.randn(4, 6, dtype=torch.float64, generator=g) for _ in range(3))
+
+    def grads(device):
+        xd, bd = x.to(device).requires_grad_(), b[0].to(device).requires_grad_()
+        out = torch.native_layer_norm(xd, (6,), None, bd, 1e-5)[0]
+        return torch.autograd.grad(out, (xd, bd), grad.to(device))
+
+    assert all(same(a, e) for a, e in zip(grads("openreg"), grads("cpu")))

@@ -260,8 +260,9 @@ struct AsyncTask {
   std::optional<c10::OperatorHandle> outOp;
   OpTraits* traits;
   std::vector<TaskArgument> args;
-  std::vector<KernelAliasSpec> outputs;  // the new outputs
-  at::Generator generator;               // random operators: the device generator
+  std::vector<KernelAliasSpec> outputs;          // the new outputs
+  std::vector<std::pair<size_t, size_t>> slots;  // per output: its return index, list position
+  at::Generator generator;                       // random operators: the device generator
   int generatorIndex;
 
   void operator()() {
@@ -331,11 +332,22 @@ struct AsyncTask {
     torch::jit::Stack s = inputs;
     op.redispatchBoxed(kCpuKeys, &s);
     for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
-    size_t next = 0;
-    for (const c10::IValue& r : s) {
-      forEachTensor(r, [&](const at::Tensor& t) {
-        if (next < outputs.size()) copyResult(t, makeKernelAlias(outputs[next++]));
-      });
+    // Each output from the return it stands for: an undefined result (a gradient the kernel did
+    // not compute, for a missing weight) must not shift the others.
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const c10::IValue& r = s.at(slots[k].first);
+      at::Tensor result;
+      if (r.isTensor()) {
+        result = r.toTensor();
+      } else if (r.isTensorList()) {
+        result = r.toTensorList().get(slots[k].second);
+      }
+      at::Tensor output = makeKernelAlias(outputs[k]);
+      if (result.defined()) {
+        copyResult(result, output);
+      } else {
+        output.zero_();
+      }
     }
   }
 };
@@ -485,21 +497,30 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   }
   std::vector<c10::IValue> fresh;   // new results, in return order (write-aliased ones skipped)
   std::vector<at::Tensor> outputs;  // every new output tensor, in order
-  auto allocate = [&](const TensorShape& shape) {
+  std::vector<std::pair<size_t, size_t>> slots;  // per output: its return index, list position
+  auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
     if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
     at::Tensor out = at::empty_strided(shape.sizes, shape.strides,
                                        at::TensorOptions().dtype(shape.dtype).device(device));
     outputs.push_back(out);
+    slots.emplace_back(returnIndex, position);
     return out;
   };
-  for (const MetaAnswer::Result& result : answer->results) {
+  std::vector<size_t> newReturns;  // schema indices of the returns that are not written arguments
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = schema.returns()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite()) newReturns.push_back(i);
+  }
+  for (size_t k = 0; k < answer->results.size(); ++k) {
+    const MetaAnswer::Result& result = answer->results[k];
     switch (result.kind) {
       case MetaAnswer::Result::Kind::Tensor:
-        fresh.emplace_back(allocate(result.tensors.front()));
+        fresh.emplace_back(allocate(result.tensors.front(), newReturns.at(k), 0));
         break;
       case MetaAnswer::Result::Kind::TensorList: {
         c10::List<at::Tensor> list;
-        for (const TensorShape& shape : result.tensors) list.push_back(allocate(shape));
+        for (size_t j = 0; j < result.tensors.size(); ++j)
+          list.push_back(allocate(result.tensors[j], newReturns.at(k), j));
         fresh.emplace_back(list);
         break;
       }
@@ -530,12 +551,16 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
       std::all_of(answer->results.begin(), answer->results.end(), [](const MetaAnswer::Result& r) {
         return r.kind == MetaAnswer::Result::Kind::Tensor;
       });
-  AsyncTask task{
-      op,      traits.outVariantFaithful && allOutputs ? traits.outVariant : std::nullopt,
-      &traits, std::move(taskArgs),
-      {},      {},
-      -1};
+  AsyncTask task{op,
+                 traits.outVariantFaithful && allOutputs ? traits.outVariant : std::nullopt,
+                 &traits,
+                 std::move(taskArgs),
+                 /*outputs=*/{},
+                 /*slots=*/{},
+                 /*generator=*/{},
+                 /*generatorIndex=*/-1};
   for (const at::Tensor& out : outputs) task.outputs.push_back(describeKernelAlias(out));
+  task.slots = std::move(slots);
   // Random operators: the generator is used on the stream, in program order (Note
   // [Asynchronous random numbers] in core/Generator.h).
   task.generatorIndex = traits.random ? generatorArgument(schema) : -1;
