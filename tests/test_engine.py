@@ -235,10 +235,15 @@ def test_no_cpu_kernel_is_shadowed_by_a_composite_default():
         n for n in C._dispatch_get_all_op_names()
         if n.startswith("aten::")
         and C._dispatch_has_kernel_for_dispatch_key(n, "CPU")
-        and C._dispatch_has_kernel_for_dispatch_key(n, "CompositeExplicitAutograd")
+        and (C._dispatch_has_kernel_for_dispatch_key(n, "CompositeExplicitAutograd")
+             or C._dispatch_has_kernel_for_dispatch_key(n, "CompositeImplicitAutograd"))
         and not C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")
     ]
     assert shadowed == []
+    # The half backward of silu and mish: the CPU's own kernel, bitwise.
+    x, grad = torch.randn(50, generator=g).half() * 3, torch.randn(50, generator=g).half()
+    for op in (torch.ops.aten.silu_backward, torch.ops.aten.mish_backward):
+        assert same(op(grad.to("openreg"), x.to("openreg")), op(grad, x))
 
 
 def test_conjugate_and_negative_views_and_cpu_scalars():

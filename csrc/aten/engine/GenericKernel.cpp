@@ -702,11 +702,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // whose rounding differs from the CPU kernel's. Registering the engine for them runs the CPU
 // kernel itself, so results stay bitwise equal to the CPU. The list is every aten operator in
 // torch 2.13.0 with a CPU kernel and a CompositeExplicitAutograd kernel (tests/test_engine.py
-// re-derives it from the dispatcher and checks it).
+// re-derives it from the dispatcher and checks it). Three more have a CPU kernel and a
+// CompositeImplicitAutograd one, which would shadow the CPU kernel in the same way.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
        {"native_layer_norm", "native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
-        "any.dims", "any.dims_out", "all.dims", "all.dims_out", "linalg__powsum"}) {
+        "any.dims", "any.dims_out", "all.dims", "all.dims_out", "linalg__powsum",
+        // CPU kernels that a CompositeImplicitAutograd decomposition would shadow in the same way
+        "mish_backward", "silu_backward", "native_channel_shuffle"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&genericKernel>());
   }
 }
