@@ -581,3 +581,17 @@ def test_a_gradient_the_kernel_does_not_compute_does_not_shift_the_others():
         return torch.autograd.grad(out, (xd, bd), grad.to(device))
 
     assert all(same(a, e) for a, e in zip(grads("openreg"), grads("cpu")))
+
+
+# Note [Batch norm statistics]
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, training):
+    x = torch.randn(3, 2, 4, generator=g).to(dtype)
+    w, b = torch.randn(2, generator=g).to(dtype), torch.randn(2, generator=g).to(dtype)
+    for op in (torch.ops.aten.native_batch_norm, torch.ops.aten._native_batch_norm_legit):
+        stats = torch.zeros(2, dtype=dtype), torch.ones(2, dtype=dtype)
+        stats_d = tuple(s.to("openreg") for s in stats)
+        expected = op(x, w, b, *stats, training, 0.1, 1e-5)
+        got = op(*to_device((x, w, b)), *stats_d, training, 0.1, 1e-5)
+        assert all(same(a, e) for a, e in zip(got, expected)) and same(stats_d, stats)

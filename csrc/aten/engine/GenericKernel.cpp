@@ -43,6 +43,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/engine/CopyingFallback.h"
+#include "aten/engine/GenericKernel.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/OpTraits.h"
 #include "aten/engine/ShapeCache.h"
@@ -691,6 +692,10 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 }  // namespace
+
+void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  genericKernel(op, stack);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&genericKernel>());
