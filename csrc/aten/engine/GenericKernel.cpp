@@ -711,8 +711,8 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // CompositeImplicitAutograd one, which would shadow the CPU kernel in the same way.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
-       {"native_layer_norm", "native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
-        "any.dims", "any.dims_out", "all.dims", "all.dims_out", "linalg__powsum",
+       {"native_group_norm", "addr", "addr.out", "_stack", "_stack.out", "any.dims", "any.dims_out",
+        "all.dims", "all.dims_out", "linalg__powsum",
         // CPU kernels that a CompositeImplicitAutograd decomposition would shadow in the same way
         "mish_backward", "silu_backward", "native_channel_shuffle"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&genericKernel>());

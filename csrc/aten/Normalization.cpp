@@ -1,4 +1,4 @@
-// Batch normalization's saved statistics in evaluation mode.
+// Normalization's saved statistics, as the CPU returns them.
 //
 // Note [Batch norm statistics]
 // native_batch_norm and _native_batch_norm_legit return (output, save_mean, save_invstd). In
@@ -6,7 +6,9 @@
 // input's dtype; the Meta kernel announces tensors of C elements instead. These kernels run the
 // operator through the engine and return what the CPU returns, so results match the CPU's in
 // shape and dtype, not only in the normalized output. In training mode, half and bfloat16 inputs
-// get their statistics in the input's dtype, as on the CPU.
+// get their statistics in the input's dtype, as on the CPU. native_layer_norm likewise: its mean
+// and rstd come back in the input's dtype (the Meta kernel, like CUDA, says float32), which is
+// also what its CPU backward kernel expects.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -54,9 +56,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormLegit(
              training, momentum, eps);
 }
 
+// [marker: layer-norm-statistics]
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
+    const at::Tensor& input, c10::SymIntArrayRef normalizedShape,
+    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_layer_norm", "");
+  torch::jit::Stack stack{input, normalizedShape, weight, bias, eps};
+  engine::runOnEngine(op, &stack);
+  return {stack[0].toTensor(), stack[1].toTensor().to(input.scalar_type()),
+          stack[2].toTensor().to(input.scalar_type())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_layer_norm", TORCH_FN(nativeLayerNorm));
   m.impl("native_batch_norm", TORCH_FN(nativeBatchNorm));
   m.impl("_native_batch_norm_legit", TORCH_FN(nativeBatchNormLegit));
 }
