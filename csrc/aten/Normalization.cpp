@@ -20,13 +20,10 @@
 namespace openreg {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const char* name, const at::Tensor& input,
-                                                   const std::optional<at::Tensor>& weight,
-                                                   const std::optional<at::Tensor>& bias,
-                                                   const at::Tensor& runningMean,
-                                                   const at::Tensor& runningVar, bool training,
-                                                   double momentum, double eps) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+std::tuple<at::Tensor, at::Tensor, at::Tensor> run(
+    const c10::OperatorHandle& op, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& runningMean,
+    const at::Tensor& runningVar, bool training, double momentum, double eps) {
   torch::jit::Stack stack{input, weight, bias, runningMean, runningVar, training, momentum, eps};
   engine::runOnEngine(op, &stack);
   at::Tensor output = stack[0].toTensor();
@@ -44,7 +41,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& runningMean,
     const std::optional<at::Tensor>& runningVar, bool training, double momentum, double eps) {
-  return run("aten::native_batch_norm", input, weight, bias, runningMean.value_or(at::Tensor()),
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "");
+  return run(op, input, weight, bias, runningMean.value_or(at::Tensor()),
              runningVar.value_or(at::Tensor()), training, momentum, eps);
 }
 
@@ -52,15 +51,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormLegit(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, at::Tensor& runningMean, at::Tensor& runningVar,
     bool training, double momentum, double eps) {
-  return run("aten::_native_batch_norm_legit", input, weight, bias, runningMean, runningVar,
-             training, momentum, eps);
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::_native_batch_norm_legit", "");
+  return run(op, input, weight, bias, runningMean, runningVar, training, momentum, eps);
 }
 
 // [marker: layer-norm-statistics]
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
     const at::Tensor& input, c10::SymIntArrayRef normalizedShape,
     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_layer_norm", "");
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_layer_norm", "");
   torch::jit::Stack stack{input, normalizedShape, weight, bias, eps};
   engine::runOnEngine(op, &stack);
   return {stack[0].toTensor(), stack[1].toTensor().to(input.scalar_type()),

@@ -7,30 +7,19 @@
 #include <memory>
 #include <mutex>
 
+#include "aten/engine/Arguments.h"
 #include "aten/engine/Ledger.h"
 
 namespace openreg::engine {
 namespace {
 
-template <class F>
-void forEachTensor(c10::ArrayRef<c10::IValue> values, F&& fn) {
-  for (const c10::IValue& value : values) {
-    if (value.isTensor()) {
-      fn(value.toTensor());
-    } else if (value.isList()) {
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor()) fn(element.toTensor());
-      }
-    }
-  }
-}
-
 int64_t deviceBytes(c10::ArrayRef<c10::IValue> values) {
   int64_t bytes = 0;
-  forEachTensor(values, [&](const at::Tensor& t) {
-    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1)
-      bytes += static_cast<int64_t>(t.nbytes());
-  });
+  for (const c10::IValue& value : values) {
+    forEachTensor(value, [&](const at::Tensor& t) {
+      if (isOpenReg(t)) bytes += static_cast<int64_t>(t.nbytes());
+    });
+  }
   return bytes;
 }
 

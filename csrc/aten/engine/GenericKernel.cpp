@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/engine/Arguments.h"
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/GenericKernel.h"
 #include "aten/engine/Ledger.h"
@@ -56,24 +57,6 @@ namespace openreg::engine {
 namespace {
 
 constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
-
-bool isOpenReg(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-// Applies `fn` to every tensor inside an argument (a tensor, a list, a list of optionals).
-template <class F>
-void forEachTensor(const c10::IValue& value, F&& fn) {
-  if (value.isTensor()) {
-    fn(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorList()) fn(t);
-  } else if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef()) {
-      if (element.isTensor()) fn(element.toTensor());
-    }
-  }
-}
 
 // Rebuilds an argument with every openreg tensor replaced by fn(tensor).
 template <class F>
@@ -381,14 +364,6 @@ void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
   }
 }
 
-// The index of the operator's generator argument, or -1.
-int generatorArgument(const c10::FunctionSchema& schema) {
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    if (isGeneratorType(schema.arguments()[i].type())) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 // The openreg generator a random operator on `device` uses: the one passed, or the device's
 // default. A generator of another device type is the caller's error.
 at::Generator deviceGenerator(const c10::OperatorHandle& op, const c10::IValue& arg,
@@ -466,6 +441,11 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     }
     answer->results.push_back(std::move(result));
   }
+  answer->everyResultATensor =
+      std::all_of(answer->results.begin(), answer->results.end(), [](const auto& r) {
+        return r.kind == MetaAnswer::Result::Kind::Tensor &&
+               r.tensors.front().dtype != c10::ScalarType::Undefined;
+      });
   return answer;
 }
 
@@ -542,29 +522,20 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
       taskArgs.push_back({taskArgument(arg), std::nullopt});
     }
   }
-  // An .out overload takes every output: with one undefined (output_mask), the functional runs.
-  const bool allOutputs =
-      outputs.size() ==
-          static_cast<size_t>(std::count_if(answer->results.begin(), answer->results.end(),
-                                            [](const MetaAnswer::Result& r) {
-                                              return r.kind == MetaAnswer::Result::Kind::Tensor;
-                                            })) &&
-      std::all_of(answer->results.begin(), answer->results.end(), [](const MetaAnswer::Result& r) {
-        return r.kind == MetaAnswer::Result::Kind::Tensor;
-      });
-  AsyncTask task{op,
-                 traits.outVariantFaithful && allOutputs ? traits.outVariant : std::nullopt,
-                 &traits,
-                 std::move(taskArgs),
-                 /*outputs=*/{},
-                 /*slots=*/{},
-                 /*generator=*/{},
-                 /*generatorIndex=*/-1};
+  AsyncTask task{
+      op,
+      traits.outVariantFaithful && answer->everyResultATensor ? traits.outVariant : std::nullopt,
+      &traits,
+      std::move(taskArgs),
+      /*outputs=*/{},
+      /*slots=*/{},
+      /*generator=*/{},
+      /*generatorIndex=*/-1};
   for (const at::Tensor& out : outputs) task.outputs.push_back(describeKernelAlias(out));
   task.slots = std::move(slots);
   // Random operators: the generator is used on the stream, in program order (Note
   // [Asynchronous random numbers] in core/Generator.h).
-  task.generatorIndex = traits.random ? generatorArgument(schema) : -1;
+  task.generatorIndex = traits.generatorIndex;
   if (task.generatorIndex >= 0) {
     task.generator = deviceGenerator(op, args[task.generatorIndex], device);
     task.args[task.generatorIndex].value = c10::IValue();
@@ -610,7 +581,7 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
 
   // Random operators: the device generator's state, after its queued uses, through a CPU
   // generator (Note [Asynchronous random numbers] in core/Generator.h).
-  const int generatorIndex = traits.random ? generatorArgument(schema) : -1;
+  const int generatorIndex = traits.generatorIndex;
   if (generatorIndex >= 0) {
     at::Generator generator = deviceGenerator(op, args[generatorIndex], device);
     std::lock_guard<std::mutex> lock(generator.mutex());

@@ -43,7 +43,10 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
       traits->indexLists.push_back(i);
     }
     if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits->mutates = true;
-    if (isGeneratorType(arg.type())) traits->random = true;
+    if (isGeneratorType(arg.type()) && !traits->random) {
+      traits->random = true;
+      traits->generatorIndex = static_cast<int>(i);
+    }
   }
   bool newTensors = false;
   for (const auto& ret : schema.returns()) {

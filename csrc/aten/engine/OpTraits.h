@@ -18,6 +18,7 @@ struct OpTraits {
   bool view = false;              // returns an alias it does not write
   bool mutates = false;           // writes arguments (in-place, out=), and returns only those
   bool random = false;            // takes a Generator
+  int generatorIndex = -1;        // random operators: the Generator argument's index
   bool cpuGeneratorOnly = false;  // draws random numbers without a Generator argument
   bool hostResult = false;        // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)

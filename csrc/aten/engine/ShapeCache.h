@@ -55,6 +55,9 @@ struct MetaAnswer {
   std::vector<Result> results;
   // Written arguments (out=, in-place) the Meta kernel resized: argument index, new shape.
   std::vector<std::pair<size_t, TensorShape>> written;
+  // Every result is one defined tensor: an .out overload can take them all (with one undefined,
+  // as an output_mask makes, the functional kernel runs instead).
+  bool everyResultATensor = false;
 };
 
 class Signature {
