@@ -504,6 +504,75 @@ def test_losses_whose_out_kernels_reduce_into_their_output(dtype):
     assert same(out, F.mse_loss(x.float(), y.float()))
 
 
+# Note [Layer norm]: ATen's own CPU kernels, writing into device memory.
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.float32,) * 2, (torch.float64,) * 2, (torch.bfloat16,) * 2,
+                                               (torch.float16,) * 2, (torch.bfloat16, torch.float32)])
+def test_layer_norm_runs_the_cpu_kernels_into_device_memory(dtype, param_dtype):
+    x = torch.randn(4, 5, 6, generator=g).to(dtype).transpose(0, 1).requires_grad_()  # not contiguous
+    w, b = (torch.randn(4, 6, generator=g).to(param_dtype).requires_grad_() for _ in range(2))
+    expected = torch.ops.aten.native_layer_norm(x, [4, 6], w, b, 1e-5)
+    grad = torch.randn_like(expected[0])
+    expected[0].backward(grad)
+    xd, wd, bd = (t.detach().to("openreg").requires_grad_() for t in (x, w, b))
+    with openreg.count_paths() as paths:
+        got = torch.ops.aten.native_layer_norm(xd, [4, 6], wd, bd, 1e-5)
+        got[0].backward(grad.to("openreg"))
+    assert paths["async"] == 0 and paths["sync"] == 0 and paths["copying"] == 0
+    assert all(same(a, e) and a.stride() == e.stride() for a, e in zip(got, expected))
+    assert same(xd.grad, x.grad) and same(wd.grad, w.grad) and same(bd.grad, b.grad)
+
+
+def test_layer_norm_edge_cases_and_errors_as_on_the_cpu():
+    x, bias = torch.randn(3, 6, generator=g, requires_grad=True), torch.randn(6, generator=g, requires_grad=True)
+    F.layer_norm(x, [6], None, bias).sum().backward()
+    xd, bd = (t.detach().to("openreg").requires_grad_() for t in (x, bias))
+    F.layer_norm(xd, [6], None, bd).sum().backward()  # a bias and no weight
+    assert same(xd.grad, x.grad) and same(bd.grad, bias.grad)
+    empty = torch.randn(0, 6)
+    assert same(F.layer_norm(empty.to("openreg"), [6]), F.layer_norm(empty, [6]))
+    with pytest.raises(RuntimeError, match=r"expected input with shape \[\*, 6\]"):
+        F.layer_norm(torch.randn(3, 5, device="openreg"), [6])
+    with pytest.raises(RuntimeError, match="weight is on cpu and the input on openreg:0"):
+        F.layer_norm(torch.randn(3, 6, device="openreg"), [6], torch.ones(6))
+
+
+def test_an_out_kernel_that_restrides_its_output_keeps_the_device_layout():
+    # max_unpool2d.out gives a channels-last input's output the channels-last layout; the Meta
+    # kernel announced a contiguous one (Note [Regrown outputs]).
+    x = IMG.contiguous(memory_format=torch.channels_last)
+    values, indices = F.max_pool2d(x, 2, return_indices=True)
+    for _ in range(2):  # the first call learns the route, the second takes it
+        got = F.max_unpool2d(*to_device((values, indices)), 2)
+        assert same(got, F.max_unpool2d(values, indices, 2))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_takes_the_cpu_kernels_shapes(mode):
+    # Note [engine-meta-disagrees]: the CPU's auxiliary outputs differ in shape from the Meta's.
+    weight = torch.randn(10, 3, generator=g, requires_grad=True)
+    indices, offsets = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 3])
+    psw = torch.rand(8, generator=g) if mode == "sum" else None
+    expected = F.embedding_bag(indices, weight, offsets, mode=mode, per_sample_weights=psw)
+    expected.square().sum().backward()
+    wd = weight.detach().to("openreg").requires_grad_()
+    got = F.embedding_bag(*to_device((indices, wd, offsets)), mode=mode, per_sample_weights=to_device(psw))
+    got.square().sum().backward()
+    assert same(got, expected) and same(wd.grad, weight.grad)
+    for forward_only in (torch.ops.aten._embedding_bag_forward_only, torch.ops.aten._embedding_bag):
+        args = (weight.detach(), indices, offsets, False, ["sum", "mean", "max"].index(mode), False, psw)
+        assert same(forward_only(*to_device(args)), forward_only(*args))
+
+
+def test_python_indexing_with_slices_and_an_index_list():
+    # Python passes the sliced dimensions as undefined tensors, beside CPU index tensors.
+    x = IMG.clone()
+    d = x.to("openreg")
+    assert same(d[:, :, [0, 3]], x[:, :, [0, 3]]) and same(d[..., (1, 2)], x[..., (1, 2)])
+    d[:, 1, [0, 5]] = 2.0
+    x[:, 1, [0, 5]] = 2.0
+    assert same(d, x)
+
+
 def test_a_meta_kernel_that_needs_data_hands_the_call_to_the_cpu_kernel():
     x, repeats = A.to("openreg"), torch.tensor([1, 0, 2, 1, 1, 3, 0, 2])
     # The Meta kernel raises "cannot repeat_interleave a meta tensor without output_size".
@@ -584,17 +653,39 @@ def test_a_gradient_the_kernel_does_not_compute_does_not_shift_the_others():
 
 
 # Note [Batch norm statistics]
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.float32,) * 2, (torch.float16,) * 2, (torch.bfloat16,) * 2,
+                                               (torch.float16, torch.float32), (torch.bfloat16, None)])
 @pytest.mark.parametrize("training", [True, False])
-def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, training):
+def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, param_dtype, training):
     x = torch.randn(3, 2, 4, generator=g).to(dtype)
-    w, b = torch.randn(2, generator=g).to(dtype), torch.randn(2, generator=g).to(dtype)
-    for op in (torch.ops.aten.native_batch_norm, torch.ops.aten._native_batch_norm_legit):
-        stats = torch.zeros(2, dtype=dtype), torch.ones(2, dtype=dtype)
+    w, b = (None, None) if param_dtype is None else (torch.randn(2, generator=g).to(param_dtype) for _ in range(2))
+    stats_dtype = param_dtype or dtype
+    for op in (torch.ops.aten.native_batch_norm, torch.ops.aten._native_batch_norm_legit, "with_update", "no_stats"):
+        stats = torch.zeros(2, dtype=stats_dtype), torch.ones(2, dtype=stats_dtype)
         stats_d = tuple(s.to("openreg") for s in stats)
-        expected = op(x, w, b, *stats, training, 0.1, 1e-5)
-        got = op(*to_device((x, w, b)), *stats_d, training, 0.1, 1e-5)
-        assert all(same(a, e) for a, e in zip(got, expected)) and same(stats_d, stats)
+        if op == "with_update":  # always training
+            call = lambda *a: torch.ops.aten._batch_norm_with_update(*a, 0.1, 1e-5)  # noqa: E731
+        elif op == "no_stats":
+            call = lambda x, w, b, *_: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, training, 0.1, 1e-5)  # noqa: E731
+            if not training:  # the CPU kernel segfaults here (torch 2.13.0); openreg refuses the call
+                with pytest.raises(RuntimeError, match="evaluation mode .* running_mean and running_var"):
+                    call(*to_device((x, w, b)))
+                continue
+        else:
+            call = lambda *a, op=op: op(*a, training, 0.1, 1e-5)  # noqa: E731
+        expected = call(x, w, b, *stats)
+        got = call(*to_device((x, w, b)), *stats_d)
+        assert all(same(a, e) for a, e in zip(got, expected)) and same(stats_d, stats), op
+    # nn.BatchNorm in training, backward included (the CPU backward refuses statistics of the
+    # wrong dtype).
+    xc, xd = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
+    F.batch_norm(xc, None, None, w, b, training=True).float().sum().backward()
+    F.batch_norm(xd, None, None, *to_device((w, b)), training=True).float().sum().backward()
+    assert same(xd.grad, xc.grad)
+    with pytest.raises(RuntimeError, match="evaluation mode .* running_mean and running_var"):
+        torch.ops.aten.native_batch_norm(*to_device((x, w, b)), None, None, False, 0.1, 1e-5)
+    if param_dtype is None or param_dtype != dtype:
+        return
     # native_layer_norm: mean and rstd in the input's dtype, which its CPU backward needs.
     xc, xd = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
     F.layer_norm(xc, (4,), w.repeat(2), b.repeat(2)).float().sum().backward()

@@ -5,8 +5,11 @@
 // (hard-coded in aten/src/ATen/native/RNN.cpp), call one fused elementwise operator per step:
 // _thnn_fused_lstm_cell and _thnn_fused_gru_cell, with backward operators of their own. ATen has
 // kernels for them only on CUDA, so without these nn.LSTM, nn.LSTMCell, nn.GRU and nn.GRUCell do
-// not run on openreg. These kernels compose the same elementwise math from ATen operators on
-// openreg tensors (each one a stream task). The workspace layouts are CUDA's: activated gates for
+// not run on openreg. Each kernel here is one stream task: it checks shapes and dtypes on the host,
+// allocates its outputs on the device, and the task composes the elementwise math from ATen's CPU
+// operators on kernel-window aliases, then writes the results into the outputs. (Composed from
+// ATen operators on openreg tensors instead, a cell step costs some twenty launches: nn.LSTM ran
+// at 3.2x the CPU.) The workspace layouts are CUDA's: activated gates for
 // the LSTM; reset, input and new gates, the previous hidden state and the hidden new-gate part for
 // the GRU. The CPU itself runs the unfused cell (biases added inside the matmuls), which rounds
 // differently: results are within float tolerance of the CPU, not bitwise equal, exactly as
@@ -14,10 +17,20 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
+#include <openreg/task.hpp>
 
+#include <functional>
 #include <tuple>
+#include <vector>
+
+#include "aten/KernelAlias.h"
+#include "aten/engine/Ledger.h"
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -35,8 +48,7 @@ at::Tensor orZeros(const std::optional<at::Tensor>& grad, const at::Tensor& like
   return grad && grad->defined() ? *grad : at::zeros_like(like);
 }
 
-// [marker: fused-lstm-cell]
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellMath(
     const at::Tensor& inputGates, const at::Tensor& hiddenGates, const at::Tensor& cx,
     const std::optional<at::Tensor>& inputBias, const std::optional<at::Tensor>& hiddenBias) {
   const auto chunks = gates(inputGates, hiddenGates, inputBias, hiddenBias).chunk(4, 1);
@@ -49,7 +61,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
   return {hy, cy, at::cat({in, forget, cell, out}, 1)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackwardMath(
     const std::optional<at::Tensor>& gradHy, const std::optional<at::Tensor>& gradCy,
     const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool hasBias) {
   const auto w = workspace.chunk(4, 1);
@@ -64,11 +76,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
   return {gradGates, gcx * forget, hasBias ? gradGates.sum(0) : at::Tensor()};
 }
 
-// [marker: fused-gru-cell]
-std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
-                                           const at::Tensor& hiddenGates, const at::Tensor& hx,
-                                           const std::optional<at::Tensor>& inputBias,
-                                           const std::optional<at::Tensor>& hiddenBias) {
+std::tuple<at::Tensor, at::Tensor> gruCellMath(const at::Tensor& inputGates,
+                                               const at::Tensor& hiddenGates, const at::Tensor& hx,
+                                               const std::optional<at::Tensor>& inputBias,
+                                               const std::optional<at::Tensor>& hiddenBias) {
   auto withBias = [](const at::Tensor& g, const std::optional<at::Tensor>& bias) {
     return bias && bias->defined() ? g + *bias : g;
   };
@@ -81,7 +92,7 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
   return {hy, at::cat({reset, input, fresh, hx, h[2]}, 1)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackwardMath(
     const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
   const auto w = workspace.chunk(5, 1);
   const at::Tensor &reset = w[0], &input = w[1], &fresh = w[2], &hx = w[3], &hn = w[4];
@@ -93,6 +104,155 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBa
   return {gradInputGates, gradHiddenGates, gradHy * input,
           hasBias ? gradInputGates.sum(0) : at::Tensor(),
           hasBias ? gradHiddenGates.sum(0) : at::Tensor()};
+}
+
+// --- One task per cell ---
+
+using Tensors = std::vector<at::Tensor>;
+
+at::Tensor optionalTensor(const std::optional<at::Tensor>& t) {
+  return t && t->defined() ? *t : at::Tensor();
+}
+
+std::optional<at::Tensor> asOptional(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
+// Checks one argument of a cell: on `device`, of `dtype`, of the expected shape.
+void checkArgument(const char* op, const char* name, const at::Tensor& t, const at::Tensor& like,
+                   c10::IntArrayRef sizes) {
+  if (!t.defined()) return;
+  TORCH_CHECK(t.device() == like.device(), "openreg: ", op, ": ", name, " is on ", t.device(),
+              ", expected ", like.device(), " like the input gates");
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "openreg: ", op, ": ", name, " is ",
+              t.scalar_type(), ", expected ", like.scalar_type(), " like the input gates");
+  TORCH_CHECK(t.sizes() == sizes, "openreg: ", op, ": ", name, " has shape ", t.sizes(),
+              ", expected ", sizes);
+}
+
+// Queues `math` on the inputs' stream as one task: it runs on kernel aliases of `inputs` and its
+// results (one per output, undefined where the output is) are written into `outputs`.
+void launchCell(const at::Tensor& like, const Tensors& inputs, const Tensors& outputs,
+                std::function<Tensors(const Tensors&)> math) {
+  engine::count(engine::Path::Native);
+  auto aliases = [](const Tensors& ts) {
+    Tensors out;
+    for (const at::Tensor& t : ts) out.push_back(t.defined() ? kernelAlias(t) : at::Tensor());
+    return out;
+  };
+  OPENREG_CHECK(openreg::launch(
+      getCurrentOpenRegStream(like.device().index()).stream(),
+      [in = aliases(inputs), out = aliases(outputs), math = std::move(math)]() mutable {
+        const Tensors results = math(in);
+        for (size_t i = 0; i < out.size(); ++i) {
+          if (out[i].defined()) out[i].copy_(results[i]);
+        }
+      }));
+}
+
+at::Tensor emptyOf(const at::Tensor& like, c10::IntArrayRef sizes) {
+  return at::empty(sizes, like.options());
+}
+
+// [marker: fused-lstm-cell]
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
+    const at::Tensor& inputGates, const at::Tensor& hiddenGates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& inputBias, const std::optional<at::Tensor>& hiddenBias) {
+  constexpr const char* op = "_thnn_fused_lstm_cell";
+  TORCH_CHECK(cx.dim() == 2, "openreg: ", op, ": cx must be 2-D, got shape ", cx.sizes());
+  const int64_t batch = cx.size(0), hidden = cx.size(1);
+  checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, 4 * hidden});
+  checkArgument(op, "input_gates", inputGates, inputGates, {batch, 4 * hidden});
+  checkArgument(op, "cx", cx, inputGates, {batch, hidden});
+  checkArgument(op, "input_bias", optionalTensor(inputBias), inputGates, {4 * hidden});
+  checkArgument(op, "hidden_bias", optionalTensor(hiddenBias), inputGates, {4 * hidden});
+  DeviceScope scope(inputGates.device().index());
+  at::Tensor hy = emptyOf(cx, {batch, hidden});
+  at::Tensor cy = emptyOf(cx, {batch, hidden});
+  at::Tensor workspace = emptyOf(cx, {batch, 4 * hidden});
+  launchCell(inputGates,
+             {inputGates, hiddenGates, cx, optionalTensor(inputBias), optionalTensor(hiddenBias)},
+             {hy, cy, workspace}, [](const Tensors& in) -> Tensors {
+               auto [h, c, w] =
+                   lstmCellMath(in[0], in[1], in[2], asOptional(in[3]), asOptional(in[4]));
+               return {h, c, w};
+             });
+  return {hy, cy, workspace};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
+    const std::optional<at::Tensor>& gradHy, const std::optional<at::Tensor>& gradCy,
+    const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool hasBias) {
+  constexpr const char* op = "_thnn_fused_lstm_cell_backward_impl";
+  TORCH_CHECK(cx.dim() == 2, "openreg: ", op, ": cx must be 2-D, got shape ", cx.sizes());
+  const int64_t batch = cx.size(0), hidden = cx.size(1);
+  checkArgument(op, "workspace", workspace, workspace, {batch, 4 * hidden});
+  for (const auto& [name, t] :
+       {std::pair{"grad_hy", optionalTensor(gradHy)}, std::pair{"grad_cy", optionalTensor(gradCy)},
+        std::pair{"cx", cx}, std::pair{"cy", cy}}) {
+    checkArgument(op, name, t, workspace, {batch, hidden});
+  }
+  if (!optionalTensor(gradHy).defined() && !optionalTensor(gradCy).defined()) {
+    return {at::Tensor(), at::Tensor(), at::Tensor()};  // as CUDA: no gradient flows
+  }
+  DeviceScope scope(cx.device().index());
+  at::Tensor gradGates = emptyOf(cx, {batch, 4 * hidden});
+  at::Tensor gradCx = emptyOf(cx, {batch, hidden});
+  at::Tensor gradBias = hasBias ? emptyOf(cx, {4 * hidden}) : at::Tensor();
+  launchCell(cx, {optionalTensor(gradHy), optionalTensor(gradCy), cx, cy, workspace},
+             {gradGates, gradCx, gradBias}, [hasBias](const Tensors& in) -> Tensors {
+               auto [gates, gcx, bias] = lstmCellBackwardMath(asOptional(in[0]), asOptional(in[1]),
+                                                              in[2], in[3], in[4], hasBias);
+               return {gates, gcx, bias};
+             });
+  return {gradGates, gradCx, gradBias};
+}
+
+// [marker: fused-gru-cell]
+std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
+                                           const at::Tensor& hiddenGates, const at::Tensor& hx,
+                                           const std::optional<at::Tensor>& inputBias,
+                                           const std::optional<at::Tensor>& hiddenBias) {
+  constexpr const char* op = "_thnn_fused_gru_cell";
+  TORCH_CHECK(hx.dim() == 2, "openreg: ", op, ": hx must be 2-D, got shape ", hx.sizes());
+  const int64_t batch = hx.size(0), hidden = hx.size(1);
+  checkArgument(op, "input_gates", inputGates, inputGates, {batch, 3 * hidden});
+  checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, 3 * hidden});
+  checkArgument(op, "hx", hx, inputGates, {batch, hidden});
+  checkArgument(op, "input_bias", optionalTensor(inputBias), inputGates, {3 * hidden});
+  checkArgument(op, "hidden_bias", optionalTensor(hiddenBias), inputGates, {3 * hidden});
+  DeviceScope scope(inputGates.device().index());
+  at::Tensor hy = emptyOf(hx, {batch, hidden});
+  at::Tensor workspace = emptyOf(hx, {batch, 5 * hidden});
+  launchCell(inputGates,
+             {inputGates, hiddenGates, hx, optionalTensor(inputBias), optionalTensor(hiddenBias)},
+             {hy, workspace}, [](const Tensors& in) -> Tensors {
+               auto [h, w] = gruCellMath(in[0], in[1], in[2], asOptional(in[3]), asOptional(in[4]));
+               return {h, w};
+             });
+  return {hy, workspace};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
+    const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
+  constexpr const char* op = "_thnn_fused_gru_cell_backward";
+  TORCH_CHECK(gradHy.dim() == 2, "openreg: ", op, ": grad_hy must be 2-D, got shape ",
+              gradHy.sizes());
+  const int64_t batch = gradHy.size(0), hidden = gradHy.size(1);
+  checkArgument(op, "workspace", workspace, gradHy, {batch, 5 * hidden});
+  DeviceScope scope(gradHy.device().index());
+  at::Tensor gradInputGates = emptyOf(gradHy, {batch, 3 * hidden});
+  at::Tensor gradHiddenGates = emptyOf(gradHy, {batch, 3 * hidden});
+  at::Tensor gradHx = emptyOf(gradHy, {batch, hidden});
+  at::Tensor gradInputBias = hasBias ? emptyOf(gradHy, {3 * hidden}) : at::Tensor();
+  at::Tensor gradHiddenBias = hasBias ? emptyOf(gradHy, {3 * hidden}) : at::Tensor();
+  launchCell(gradHy, {gradHy, workspace},
+             {gradInputGates, gradHiddenGates, gradHx, gradInputBias, gradHiddenBias},
+             [hasBias](const Tensors& in) -> Tensors {
+               auto [gi, gh, ghx, gib, ghb] = gruCellBackwardMath(in[0], in[1], hasBias);
+               return {gi, gh, ghx, gib, ghb};
+             });
+  return {gradInputGates, gradHiddenGates, gradHx, gradInputBias, gradHiddenBias};
 }
 
 }  // namespace

@@ -102,7 +102,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_device", translated(+[](int device) {
           return static_cast<int>(openreg::ExchangeDevice(static_cast<c10::DeviceIndex>(device)));
         }));
+  // Waits without the GIL, as torch.cuda.synchronize does: other Python threads run meanwhile,
+  // and so does a task that needs the GIL (a Python kernel's tensors freed on a worker).
   m.def("_synchronize", translated(+[](int device) {
+          py::gil_scoped_release noGil;
           openreg::device_synchronize(static_cast<c10::DeviceIndex>(device));
         }));
   m.def("_get_device_properties", translated(+[](int device) {

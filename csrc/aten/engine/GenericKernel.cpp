@@ -15,7 +15,8 @@
 //     write into their arguments' aliases directly. The host returns at once.
 //  3. Synchronizing path, when the result cannot be known ahead: no Meta kernel (data-dependent
 //     shapes: nonzero, unique, masked_select, boolean indexing), results that live on the host
-//     (equal, is_nonzero, ...), and random operators (see below). The stream is synchronized,
+//     (equal, is_nonzero, ...), operators of other namespaces, whose CPU kernels may be Python
+//     (csrc/aten/engine/OpTraits.cpp#engine-foreign-operators). The stream is synchronized,
 //     the same CPU kernel runs on the aliases on the calling thread, and new results are copied
 //     to the device.
 //  4. Random operators take the device generator's state in program order at the call: the
@@ -115,25 +116,28 @@ c10::Device findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
 // [marker: engine-cpu-indices]
 // Indexing operators (index, index_put_: a Tensor?[] of indices) accept CPU index tensors with
 // openreg data, as CUDA does: the indices are copied to the data's device first.
+// Python's indexing passes the dimensions it slices as undefined tensors, not as None
+// (x[:, :, [0, 3]]).
 void moveCpuIndices(const OpTraits& traits, torch::jit::Stack* stack, size_t nArgs) {
-  std::optional<c10::Device> device;
-  for (const c10::IValue& arg : torch::jit::last(*stack, nArgs)) {
-    forEachTensor(arg, [&](const at::Tensor& t) {
-      if (!device && isOpenReg(t)) device = t.device();
-    });
-  }
-  if (!device) return;
+  auto isCpu = [](const c10::IValue& element) {
+    return element.isTensor() && element.toTensor().defined() &&
+           element.toTensor().device().is_cpu();
+  };
   for (size_t index : traits.indexLists) {
     c10::IValue& arg = (*stack)[stack->size() - nArgs + index];
     if (!arg.isList()) continue;
-    bool cpu = false;
-    for (const c10::IValue& element : arg.toListRef()) {
-      cpu = cpu || (element.isTensor() && element.toTensor().device().is_cpu());
+    const auto elements = arg.toListRef();
+    if (std::none_of(elements.begin(), elements.end(), isCpu)) continue;
+    std::optional<c10::Device> device;
+    for (const c10::IValue& other : torch::jit::last(*stack, nArgs)) {
+      forEachTensor(other, [&](const at::Tensor& t) {
+        if (!device && isOpenReg(t)) device = t.device();
+      });
     }
-    if (!cpu) continue;
+    if (!device) return;
     c10::List<std::optional<at::Tensor>> moved;
-    for (const c10::IValue& element : arg.toListRef()) {
-      if (!element.isTensor()) {
+    for (const c10::IValue& element : elements) {
+      if (!element.isTensor() || !element.toTensor().defined()) {
         moved.push_back(std::nullopt);
       } else {
         const at::Tensor& t = element.toTensor();
@@ -201,17 +205,28 @@ void keepViewBits(const at::Tensor& alias, const KernelAliasSpec& spec) {
 // CPU allocator (makeKernelAlias), so such a kernel moves the alias to host memory instead of
 // failing. Afterwards its final values, of the shape the Meta kernel announced, are copied back to
 // the device memory.
+// Others restride an output in place: max_unpool2d.out gives a channels-last input's output the
+// channels-last layout (resize_ with a memory format), where the Meta kernel announced a
+// contiguous one. The values then sit in the device memory in the kernel's layout, not the
+// device tensor's: they are read out and written back in the device tensor's layout.
 // [marker: engine-regrown-outputs]
+bool keptLayout(const at::Tensor& alias, const KernelAliasSpec& spec) {
+  return alias.storage().data() == spec.data && alias.storage_offset() == 0 &&
+         (alias.numel() == 0 || alias.strides() == c10::IntArrayRef(spec.strides));
+}
+
 void keepKernelChanges(const c10::OperatorHandle& op, const at::Tensor& alias,
                        const KernelAliasSpec& spec) {
-  if (alias.storage().data() == spec.data) {
+  if (keptLayout(alias, spec)) {
     keepViewBits(alias, spec);
     return;
   }
   TORCH_CHECK(alias.sizes() == c10::IntArrayRef(spec.sizes), "openreg: the CPU kernel of ",
               op.schema().operator_name(), " resized an output to ", alias.sizes(),
               " where its Meta kernel announced ", c10::IntArrayRef(spec.sizes));
-  makeKernelAlias(spec).copy_(alias);
+  // Restrided in place, the alias reads the memory the copy writes: read it out first.
+  const bool inPlace = alias.storage().data() == spec.data;
+  makeKernelAlias(spec).copy_(inPlace ? alias.clone() : alias);
 }
 
 // A functional kernel's result into its output. The Meta kernel decided the output's shape;
@@ -298,7 +313,7 @@ struct AsyncTask {
       }
       bool regrown = false;
       for (size_t i = firstOutput; i < aliases.size(); ++i) {
-        regrown = regrown || aliases[i].first.storage().data() != aliases[i].second->data;
+        regrown = regrown || !keptLayout(aliases[i].first, *aliases[i].second);
       }
       // A random kernel is not run twice: that would draw twice.
       if (!regrown || generator.defined()) {
@@ -654,7 +669,8 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   DeviceScope scope(device.index());
-  if (!traits.hostResult && traits.metaWorks != 0 && runAsync(op, traits, stack, device)) {
+  if (!traits.hostResult && !traits.callingThread && traits.metaWorks != 0 &&
+      runAsync(op, traits, stack, device)) {
     count(Path::Async);
     return;
   }

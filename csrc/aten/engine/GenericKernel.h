@@ -1,5 +1,6 @@
 // The execution engine's entry point, for native kernels that run an operator through the engine
-// and adjust its results (csrc/aten/BatchNorm.cpp). See Note [Generic engine] in GenericKernel.cpp.
+// and adjust its results (csrc/aten/Normalization.cpp). See Note [Generic engine] in
+// GenericKernel.cpp.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

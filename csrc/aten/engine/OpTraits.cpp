@@ -33,8 +33,31 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
   return std::nullopt;
 }
 
+// [marker: engine-meta-disagrees]
+// Operators whose Meta kernel announces other output shapes than their CPU kernel returns: the
+// CPU's embedding_bag leaves offset2bag empty in sum mode and sizes bag_size and max_indices by
+// bag in modes where the Meta kernel announces empty ones (and the backward reads them). They run
+// as if they had no Meta kernel, on the synchronizing path, where the results take the CPU's
+// shapes.
+bool metaShapesDisagree(const c10::OperatorName& name) {
+  return name.overload_name.empty() &&
+         (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only");
+}
+
+// [marker: engine-foreign-operators]
+// Operators of other namespaces (custom operators: torch.library.custom_op, other libraries) may
+// have CPU kernels written in Python. A worker must never run Python: it would need the GIL, which
+// the host may hold while it waits for that very task (Note [Tasks hold no Python-visible tensor]
+// in KernelAlias.h). They run on the synchronizing path, on the calling thread. A library that
+// wants the asynchronous path registers a PrivateUse1 kernel (csrc/aten/FusedBiasGelu.cpp).
+bool onCallingThread(const c10::OperatorName& name) {
+  return name.name.rfind("aten::", 0) != 0 && name.name.rfind("prims::", 0) != 0;
+}
+
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
+  if (metaShapesDisagree(schema.operator_name())) traits->metaWorks = 0;
+  traits->callingThread = onCallingThread(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& arg = schema.arguments()[i];
     auto list = arg.type()->cast<c10::ListType>();

@@ -22,6 +22,7 @@ struct OpTraits {
   bool cpuGeneratorOnly = false;  // draws random numbers without a Generator argument
   bool hostResult = false;        // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
+  bool callingThread = false;  // runs on the calling thread: its CPU kernel may be Python
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
   std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors

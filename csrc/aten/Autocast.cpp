@@ -1,0 +1,136 @@
+// Mixed precision on openreg: autocast's cast policy, and the gradient scaler's kernels.
+//
+// Note [Autocast policy]
+// Autocast works through the AutocastPrivateUse1 dispatch key, for which PyTorch registers nothing:
+// every operator falls through to the next key, except those given a cast policy here. The policy
+// is CUDA's, taken from the same X-macro lists ATen builds CUDA's from (ATen/autocast_mode.h), so
+// code tuned for CUDA autocast behaves the same on openreg:
+//   lower_precision_fp   matmuls, convolutions, linear, attention, RNN cells: run in the autocast
+//                        dtype (float16 by default, or bfloat16);
+//   fp32                 numerically sensitive operators (exp, log, pow, norms, losses, softmax's
+//                        relatives, upsampling): run in float32;
+//   fp32_set_opt_dtype   reductions with a dtype argument (sum, prod, softmax, cumsum): float32
+//                        unless the caller chose a dtype;
+//   fp32_append_dtype    norm: redispatched with a float32 dtype argument;
+//   promote              operators mixing inputs (addcmul, index_put, ...): the widest dtype.
+// binary_cross_entropy is refused under autocast, as on CUDA: it is unsafe in float16, and
+// binary_cross_entropy_with_logits is the safe form. Casts of leaf tensors that require grad
+// (weights) are cached for the autocast region, as on CUDA (at::autocast::cached_cast).
+//
+// Note [Gradient scaler kernels]
+// torch.amp.GradScaler("openreg") calls _amp_foreach_non_finite_check_and_unscale_ (unscale the
+// gradients, record any inf/NaN in found_inf) and _amp_update_scale_ (grow or back off the scale)
+// once per step. Both are native here: one stream task each, running ATen's CPU kernels on kernel
+// aliases, so a step queues them and returns without waiting for the device. With an optimizer
+// that takes found_inf itself (fused=True), a step of mixed-precision training never synchronizes.
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+#include <openreg/task.hpp>
+
+#include <vector>
+
+#include "aten/KernelAlias.h"
+#include "aten/engine/Ledger.h"
+#include "core/Exception.h"
+#include "core/Functions.h"
+#include "core/Stream.h"
+
+namespace openreg {
+namespace {
+
+at::Tensor binaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&,
+                                     const std::optional<at::Tensor>&, int64_t) {
+  TORCH_CHECK(false,
+              "openreg autocast: binary_cross_entropy (torch.nn.BCELoss) is unsafe to autocast: "
+              "its float16 inputs lose the precision the loss needs. Use "
+              "binary_cross_entropy_with_logits (torch.nn.BCEWithLogitsLoss), which takes logits "
+              "and is safe to autocast, or disable autocast around the loss.");
+}
+
+void checkOnDevice(const char* op, const char* what, const at::Tensor& t, c10::Device device) {
+  TORCH_CHECK(t.device() == device, "openreg: ", op, ": ", what, " is on ", t.device(),
+              ", expected ", device, " like the first tensor; move it there");
+}
+
+orStream_t currentStream(c10::Device device) {
+  return getCurrentOpenRegStream(device.index()).stream();
+}
+
+// [marker: amp-unscale]
+void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
+                              const at::Tensor& invScale) {
+  constexpr const char* op = "_amp_foreach_non_finite_check_and_unscale_";
+  engine::count(engine::Path::Native);
+  const c10::Device device = foundInf.device();
+  checkOnDevice(op, "inv_scale", invScale, device);
+  std::vector<at::Tensor> gradAliases;
+  gradAliases.reserve(grads.size());
+  for (const at::Tensor& grad : grads) {
+    checkOnDevice(op, "a gradient", grad, device);
+    gradAliases.push_back(kernelAlias(grad));
+  }
+  DeviceScope scope(device.index());
+  OPENREG_CHECK(openreg::launch(currentStream(device),
+                                [grads = std::move(gradAliases), found = kernelAlias(foundInf),
+                                 inv = kernelAlias(invScale)]() mutable {
+                                  at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+                                }));
+}
+
+// [marker: amp-update-scale]
+at::Tensor& updateScale(at::Tensor& scale, at::Tensor& growthTracker, const at::Tensor& foundInf,
+                        double growthFactor, double backoffFactor, int64_t growthInterval) {
+  constexpr const char* op = "_amp_update_scale_";
+  engine::count(engine::Path::Native);
+  const c10::Device device = scale.device();
+  checkOnDevice(op, "growth_tracker", growthTracker, device);
+  checkOnDevice(op, "found_inf", foundInf, device);
+  DeviceScope scope(device.index());
+  OPENREG_CHECK(openreg::launch(
+      currentStream(device),
+      [s = kernelAlias(scale), tracker = kernelAlias(growthTracker), found = kernelAlias(foundInf),
+       growthFactor, backoffFactor, growthInterval]() mutable {
+        at::_amp_update_scale_(s, tracker, found, growthFactor, backoffFactor, growthInterval);
+      }));
+  return scale;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+// The lists name ATen types unqualified, as ATen's own autocast_mode.cpp sees them.
+namespace policy {
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+
+// [marker: autocast-policy]
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+#define OPENREG_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define OPENREG_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define OPENREG_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define OPENREG_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_LOWER_PRECISION_FP(OPENREG_LOWER_PRECISION_FP)
+  AT_FORALL_FP32(OPENREG_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(OPENREG_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(OPENREG_PROMOTE)
+#undef OPENREG_LOWER_PRECISION_FP
+#undef OPENREG_FP32
+#undef OPENREG_FP32_SET_OPT_DTYPE
+#undef OPENREG_PROMOTE
+  m.impl("binary_cross_entropy", TORCH_FN(binaryCrossEntropyRefused));
+}
+
+}  // namespace policy
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(nonFiniteCheckAndUnscale));
+  m.impl("_amp_update_scale_", TORCH_FN(updateScale));
+}
+
+}  // namespace openreg
