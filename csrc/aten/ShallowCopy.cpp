@@ -20,8 +20,8 @@ namespace openreg {
 namespace {
 
 bool isDenseCpuOrOpenReg(c10::DispatchKeySet keys) {
-  constexpr auto kBackends = c10::DispatchKeySet(
-      {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+  constexpr auto kBackends =
+      c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
   return keys.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) && keys.has_any(kBackends);
 }
 

@@ -16,7 +16,8 @@ c10::intrusive_ptr<c10::BackendMeta> BackendMeta::clone(
 
 // [marker: backend-meta-save]
 void saveBackendMeta(const at::Tensor& tensor, std::unordered_map<std::string, bool>& metadata) {
-  const auto* meta = dynamic_cast<const BackendMeta*>(tensor.unsafeGetTensorImpl()->get_backend_meta());
+  const auto* meta =
+      dynamic_cast<const BackendMeta*>(tensor.unsafeGetTensorImpl()->get_backend_meta());
   if (meta == nullptr) return;
   for (const auto& [name, value] : meta->flags) metadata[name] = value;
 }
