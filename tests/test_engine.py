@@ -465,12 +465,37 @@ def test_recurrent_layers_train_on_openreg(cls, bias):
     with openreg.count_paths() as paths:
         loss_d = first(on_device(xd)).square().sum()
         loss_d.backward()
-    assert paths["sync"] == 0 and paths["copying"] == 0
+    # nn.LSTM's first call per shape learns oneDNN's workspace size synchronously (Note [Shapes
+    # from the CPU kernel]); test_lstm_layers_run_the_cpus_onednn_kernels_and_learn_their_shapes.
+    assert (paths["sync"] == 0 or cls is torch.nn.LSTM) and paths["copying"] == 0
     # The fused cells round differently from the CPU's unfused cell: float tolerance, as on CUDA.
+    if cls is torch.nn.LSTM:  # Note [LSTM layers]: the CPU's oneDNN layers, bitwise
+        assert same(loss_d, loss) and same(xd.grad, x.grad)
+        assert all(same(pd.grad, p.grad) for p, pd in zip(model.parameters(), on_device.parameters()))
+        return
     torch.testing.assert_close(loss_d.cpu(), loss)
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
     for (name, p), pd in zip(model.named_parameters(), on_device.parameters()):
         torch.testing.assert_close(pd.grad.cpu(), p.grad, msg=name)
+
+
+@pytest.mark.parametrize("bidirectional,batch_first", [(False, False), (True, True)])
+def test_lstm_layers_run_the_cpus_onednn_kernels_and_learn_their_shapes(bidirectional, batch_first):
+    torch.manual_seed(0)
+    # Sizes no other test uses: the shapes learned are per call signature, for the whole process.
+    model = torch.nn.LSTM(6, 11, num_layers=2, bidirectional=bidirectional, batch_first=batch_first)
+    on_device = torch.nn.LSTM(6, 11, num_layers=2, bidirectional=bidirectional, batch_first=batch_first)
+    on_device = on_device.to("openreg")
+    on_device.load_state_dict(model.state_dict())
+    x = torch.randn(7, 3, 6)
+    expected = model(x)
+    for call in range(2):
+        with openreg.count_paths() as paths:
+            out, (h, c) = on_device(x.to("openreg"))
+        assert same(out, expected[0]) and same(h, expected[1][0]) and same(c, expected[1][1])
+        # Note [Shapes from the CPU kernel]: the first call per signature learns oneDNN's workspace
+        # size on the synchronizing path, later ones run asynchronously.
+        assert paths["sync"] == (2 * (2 if bidirectional else 1) if call == 0 else 0), (call, dict(paths))
 
 
 def test_an_operator_without_a_cpu_kernel_is_refused_at_the_call():

@@ -9,7 +9,9 @@
 // allocates its outputs on the device, and the task composes the elementwise math from ATen's CPU
 // operators on kernel-window aliases, then writes the results into the outputs. (Composed from
 // ATen operators on openreg tensors instead, a cell step costs some twenty launches: nn.LSTM ran
-// at 3.2x the CPU.) The workspace layouts are CUDA's: activated gates for
+// at 3.2x the CPU. A float32 nn.LSTM now takes the CPU's oneDNN layers instead, Note [LSTM layers]
+// in Lstm.cpp; the cells serve nn.LSTMCell, nn.GRU, nn.GRUCell and other dtypes.) The workspace
+// layouts are CUDA's: activated gates for
 // the LSTM; reset, input and new gates, the previous hidden state and the hidden new-gate part for
 // the GRU. The CPU itself runs the unfused cell (biases added inside the matmuls), which rounds
 // differently: results are within float tolerance of the CPU, not bitwise equal, exactly as

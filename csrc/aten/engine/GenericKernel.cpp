@@ -390,6 +390,42 @@ at::Generator deviceGenerator(const c10::OperatorHandle& op, const c10::IValue& 
   return generator;
 }
 
+TensorShape shapeOf(const at::Tensor& t) {
+  TensorShape shape;
+  if (!t.defined()) return shape;
+  shape.sizes.assign(t.sizes().begin(), t.sizes().end());
+  shape.strides.assign(t.strides().begin(), t.strides().end());
+  shape.dtype = t.scalar_type();
+  return shape;
+}
+
+// The results of one call (Meta tensors, or the CPU kernel's: see Note [Shapes from the CPU
+// kernel]) as the shapes an answer keeps, one per return that is not a written argument.
+void recordResults(const c10::FunctionSchema& schema, const torch::jit::Stack& results,
+                   MetaAnswer* answer) {
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = schema.returns()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) continue;
+    const c10::IValue& r = results.at(i);
+    MetaAnswer::Result result;
+    if (r.isTensor()) {
+      result.kind = MetaAnswer::Result::Kind::Tensor;
+      result.tensors.push_back(shapeOf(r.toTensor()));
+    } else if (r.isTensorList()) {
+      result.kind = MetaAnswer::Result::Kind::TensorList;
+      for (const at::Tensor& t : r.toTensorList()) result.tensors.push_back(shapeOf(t));
+    } else {
+      result.value = r;
+    }
+    answer->results.push_back(std::move(result));
+  }
+  answer->everyResultATensor =
+      std::all_of(answer->results.begin(), answer->results.end(), [](const auto& r) {
+        return r.kind == MetaAnswer::Result::Kind::Tensor &&
+               r.tensors.front().dtype != c10::ScalarType::Undefined;
+      });
+}
+
 // The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
 // Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
@@ -427,40 +463,12 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     return answer;
   }
   traits.metaWorks = 1;
-  auto shapeOf = [](const at::Tensor& m) {
-    TensorShape shape;
-    if (!m.defined()) return shape;
-    shape.sizes.assign(m.sizes().begin(), m.sizes().end());
-    shape.strides.assign(m.strides().begin(), m.strides().end());
-    shape.dtype = m.scalar_type();
-    return shape;
-  };
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
       answer->written.emplace_back(i, shapeOf(metaArgs[i].toTensor()));
   }
-  for (size_t i = 0; i < schema.returns().size(); ++i) {
-    const auto* alias = schema.returns()[i].alias_info();
-    if (alias != nullptr && alias->isWrite()) continue;
-    const c10::IValue& m = meta.at(i);
-    MetaAnswer::Result result;
-    if (m.isTensor()) {
-      result.kind = MetaAnswer::Result::Kind::Tensor;
-      result.tensors.push_back(shapeOf(m.toTensor()));
-    } else if (m.isTensorList()) {
-      result.kind = MetaAnswer::Result::Kind::TensorList;
-      for (const at::Tensor& t : m.toTensorList()) result.tensors.push_back(shapeOf(t));
-    } else {
-      result.value = m;
-    }
-    answer->results.push_back(std::move(result));
-  }
-  answer->everyResultATensor =
-      std::all_of(answer->results.begin(), answer->results.end(), [](const auto& r) {
-        return r.kind == MetaAnswer::Result::Kind::Tensor &&
-               r.tensors.front().dtype != c10::ScalarType::Undefined;
-      });
+  recordResults(schema, meta, answer.get());
   return answer;
 }
 
@@ -478,6 +486,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   const bool keyed = signature.build(args);
   std::shared_ptr<const MetaAnswer> answer = keyed ? traits.shapes.find(signature) : nullptr;
   if (!answer) {
+    if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
     answer = askMeta(op, traits, args);
     if (!answer) return false;
     if (keyed && answer->remember) traits.shapes.insert(std::move(signature), answer);
@@ -570,7 +579,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
 }
 
 // [marker: engine-sync]
-void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack* stack,
+void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
              c10::Device device) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
@@ -617,6 +626,22 @@ void runSync(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::
       kernelAlias(made.target).copy_(made.alias);
     } else {
       keepKernelChanges(op, made.alias, made.spec);
+    }
+  }
+
+  // [marker: engine-shapes-from-cpu]
+  // Note [Shapes from the CPU kernel]
+  // An operator whose Meta kernel disagrees with its CPU kernel on output shapes
+  // (OpTraits::shapesFromCpu) comes here the first time per call signature, and the CPU kernel's
+  // result shapes become the signature's answer: later calls with the signature take the
+  // asynchronous path. This holds only for operators whose result shapes follow from the
+  // arguments' metadata, never their values, which is what the list in OpTraits.cpp promises.
+  if (traits.shapesFromCpu) {
+    Signature signature;
+    if (signature.build(args)) {
+      auto answer = std::make_shared<MetaAnswer>();
+      recordResults(schema, s, answer.get());
+      traits.shapes.insert(std::move(signature), std::move(answer));
     }
   }
 

@@ -34,14 +34,17 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 }
 
 // [marker: engine-meta-disagrees]
-// Operators whose Meta kernel announces other output shapes than their CPU kernel returns: the
-// CPU's embedding_bag leaves offset2bag empty in sum mode and sizes bag_size and max_indices by
-// bag in modes where the Meta kernel announces empty ones (and the backward reads them). They run
-// as if they had no Meta kernel, on the synchronizing path, where the results take the CPU's
-// shapes.
+// Operators whose Meta kernel announces other output shapes than their CPU kernel returns, though
+// both follow from the arguments' metadata alone: the CPU's embedding_bag leaves offset2bag empty
+// in sum mode and sizes bag_size and max_indices by bag in modes where the Meta kernel announces
+// empty ones (and the backward reads them); oneDNN's LSTM layer returns a workspace whose size
+// only oneDNN knows, where the Meta kernel announces an empty one. The first call per signature
+// runs on the synchronizing path and its CPU results give the shapes for the later ones (Note
+// [Shapes from the CPU kernel] in GenericKernel.cpp).
 bool metaShapesDisagree(const c10::OperatorName& name) {
   return name.overload_name.empty() &&
-         (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only");
+         (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only" ||
+          name.name == "aten::mkldnn_rnn_layer");
 }
 
 // [marker: engine-foreign-operators]
@@ -56,7 +59,7 @@ bool onCallingThread(const c10::OperatorName& name) {
 
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
-  if (metaShapesDisagree(schema.operator_name())) traits->metaWorks = 0;
+  traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
   traits->callingThread = onCallingThread(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& arg = schema.arguments()[i];

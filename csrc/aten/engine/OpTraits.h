@@ -23,6 +23,7 @@ struct OpTraits {
   bool hostResult = false;        // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
   bool callingThread = false;  // runs on the calling thread: its CPU kernel may be Python
+  bool shapesFromCpu = false;  // result shapes learned from the CPU kernel, not the Meta kernel
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
   std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors
