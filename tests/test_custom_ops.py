@@ -158,3 +158,20 @@ def test_a_python_kernel_and_a_synchronize_do_not_deadlock():
     y = slow_increment(torch.ones(3, device="openreg"))
     openreg.synchronize()
     assert same(y, torch.full((3,), 2.0))
+
+
+_lib = torch.library.Library("openreg_test_noautograd", "DEF")
+_lib.define("twice(Tensor x) -> Tensor")
+_lib.impl("twice", lambda x: x * 2, "CPU")
+_lib.impl("twice", lambda x: torch.empty_like(x), "Meta")
+
+
+def test_an_operator_with_no_autograd_kernel_refuses_backward_on_openreg():
+    # csrc/aten/CustomOps.cpp#autograd-fallback: the CPU only warns here and drops the gradient.
+    x = torch.ones(3, device="openreg", requires_grad=True)
+    y = torch.ops.openreg_test_noautograd.twice(x)
+    assert same(y.detach(), torch.full((3,), 2.0))
+    with pytest.raises(RuntimeError, match="derivative for openreg_test_noautograd::twice is not implemented"):
+        y.sum().backward()
+    with torch.no_grad():  # without gradients the operator runs as before
+        assert same(torch.ops.openreg_test_noautograd.twice(x), torch.full((3,), 2.0))

@@ -105,6 +105,15 @@ TORCH_LIBRARY_IMPL(openreg, CPU, m) {
   m.impl("custom_abs", TORCH_FN(customAbsCpu));
 }
 
+// [marker: autograd-fallback]
+// Operators of any namespace with no autograd kernel for openreg (a library's operator registered
+// only for its devices): autograd's "not implemented" kernel. Called on inputs that require grad,
+// the results carry a node whose backward raises "derivative for <op> is not implemented". (The
+// default, for the CPU too, warns at backward and leaves the gradient out.)
+TORCH_LIBRARY_IMPL(_, AutogradPrivateUse1, m) {
+  m.fallback(torch::autograd::autogradNotImplementedFallback());
+}
+
 // [marker: custom-op-autograd]
 TORCH_LIBRARY_IMPL(openreg, Autograd, m) {
   m.impl("custom_abs", torch::autograd::autogradNotImplementedFallback());
