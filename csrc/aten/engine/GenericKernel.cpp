@@ -39,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -258,10 +259,13 @@ struct AsyncTask {
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> outOp;
   OpTraits* traits;
-  std::vector<TaskArgument> args;
-  std::vector<KernelAliasSpec> outputs;          // the new outputs
-  std::vector<std::pair<size_t, size_t>> slots;  // per output: its return index, list position
-  at::Generator generator;                       // random operators: the device generator
+  // Inline storage for the common sizes: the host builds a task on every call, and a heap
+  // allocation per vector showed in its profile.
+  c10::SmallVector<TaskArgument, 6> args;
+  c10::SmallVector<KernelAliasSpec, 2> outputs;  // the new outputs
+  c10::SmallVector<std::pair<size_t, size_t>, 2>
+      slots;                // per output: its return index, list position
+  at::Generator generator;  // random operators: the device generator
   int generatorIndex;
 
   void operator()() {
@@ -366,7 +370,7 @@ c10::IValue aliasedArgument(const c10::FunctionSchema& schema, size_t returnInde
 // Replaces the arguments on `stack` by the operator's results: new tensors, or for write-aliased
 // returns the arguments themselves.
 void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
-                 const std::vector<c10::IValue>& args, std::vector<c10::IValue> fresh) {
+                 c10::ArrayRef<c10::IValue> args, std::span<c10::IValue> fresh) {
   torch::jit::drop(*stack, args.size());
   size_t next = 0;
   for (size_t i = 0; i < schema.returns().size(); ++i) {
@@ -374,7 +378,8 @@ void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
     if (alias != nullptr && alias->isWrite()) {
       stack->push_back(aliasedArgument(schema, i, args));
     } else {
-      stack->push_back(std::move(fresh.at(next++)));
+      TORCH_INTERNAL_ASSERT(next < fresh.size(), "openreg: fewer results than returns");
+      stack->push_back(std::move(fresh[next++]));
     }
   }
 }
@@ -479,7 +484,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
               c10::Device device) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
-  const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
+  const c10::SmallVector<c10::IValue, 8> args(stack->end() - nArgs, stack->end());
 
   // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
   Signature signature;
@@ -500,9 +505,9 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     if (target.strides() != c10::IntArrayRef(shape.strides))
       target.as_strided_(shape.sizes, shape.strides);
   }
-  std::vector<c10::IValue> fresh;   // new results, in return order (write-aliased ones skipped)
-  std::vector<at::Tensor> outputs;  // every new output tensor, in order
-  std::vector<std::pair<size_t, size_t>> slots;  // per output: its return index, list position
+  c10::SmallVector<c10::IValue, 4> fresh;   // new results, in return order (write-aliased skipped)
+  c10::SmallVector<at::Tensor, 4> outputs;  // every new output tensor, in order
+  c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
   auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
     if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
     at::Tensor out = at::empty_strided(shape.sizes, shape.strides,
@@ -511,7 +516,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     slots.emplace_back(returnIndex, position);
     return out;
   };
-  std::vector<size_t> newReturns;  // schema indices of the returns that are not written arguments
+  c10::SmallVector<size_t, 4> newReturns;  // indices of the returns that are not written arguments
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const auto* alias = schema.returns()[i].alias_info();
     if (alias == nullptr || !alias->isWrite()) newReturns.push_back(i);
@@ -537,7 +542,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
 
   // 3. One task: the CPU kernel on kernel-window aliases, writing into device memory. Device
   //    tensors travel as alias descriptions, made into tensors on the worker.
-  std::vector<TaskArgument> taskArgs;
+  c10::SmallVector<TaskArgument, 6> taskArgs;
   taskArgs.reserve(nArgs + outputs.size());
   for (const c10::IValue& arg : args) {
     if (arg.isTensor() && isOpenReg(arg.toTensor())) {
@@ -574,7 +579,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   OPENREG_CHECK(openreg::launch(stream, std::move(task)));
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
 
-  pushResults(schema, stack, args, std::move(fresh));
+  pushResults(schema, stack, args, fresh);
   return true;
 }
 
@@ -661,7 +666,7 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
       fresh.push_back(r);
     }
   }
-  pushResults(schema, stack, args, std::move(fresh));
+  pushResults(schema, stack, args, fresh);
 }
 
 // [marker: engine-fallback]
