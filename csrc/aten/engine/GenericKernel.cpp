@@ -245,6 +245,16 @@ void copyResult(const at::Tensor& result, const at::Tensor& output) {
   }
 }
 
+// Collects the warnings raised on this thread while it is installed; release() passes them on.
+struct HeldWarnings : c10::WarningHandler {
+  std::vector<c10::Warning> warnings;
+  void process(const c10::Warning& warning) override { warnings.push_back(warning); }
+  void release() {
+    for (const c10::Warning& warning : warnings) c10::warn(warning);
+    warnings.clear();
+  }
+};
+
 // [marker: engine-task]
 // What the asynchronous path queues: the CPU kernel on kernel-window aliases. With an .out
 // overload, the kernel writes straight into the outputs' device memory.
@@ -304,7 +314,12 @@ struct AsyncTask {
         aliases.emplace_back(makeKernelAlias(spec), &spec);
         s.emplace_back(aliases.back().first);
       }
+      // The .out kernel's warnings wait for its verdict: one that regrows its output warns
+      // about resizing it ("An output with one or more elements was resized"), which the
+      // caller's call did not do; the functional kernel then runs and gives its own.
+      HeldWarnings held;
       try {
+        c10::WarningUtils::WarningHandlerGuard guard(&held);
         outOp->redispatchBoxed(kCpuKeys, &s);
       } catch (const std::exception&) {
         // An .out kernel refusing outputs of the Meta dtypes (native_layer_norm.out for half
@@ -321,6 +336,7 @@ struct AsyncTask {
       }
       // A random kernel is not run twice: that would draw twice.
       if (!regrown || generator.defined()) {
+        held.release();
         for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
         return;
       }
@@ -333,8 +349,17 @@ struct AsyncTask {
   void runFunctional(const torch::jit::Stack& inputs,
                      std::vector<std::pair<at::Tensor, const KernelAliasSpec*>>& aliases) {
     torch::jit::Stack s = inputs;
-    op.redispatchBoxed(kCpuKeys, &s);
-    for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
+    HeldWarnings held;  // as for the .out kernel above: a regrown argument's warning is dropped
+    {
+      c10::WarningUtils::WarningHandlerGuard guard(&held);
+      op.redispatchBoxed(kCpuKeys, &s);
+    }
+    bool regrown = false;
+    for (const auto& [alias, spec] : aliases) {
+      regrown = regrown || !keptLayout(alias, *spec);
+      keepKernelChanges(op, alias, *spec);
+    }
+    if (!regrown) held.release();
     // Each output from the return it stands for: an undefined result (a gradient the kernel did
     // not compute, for a missing weight) must not shift the others.
     for (size_t k = 0; k < outputs.size(); ++k) {
