@@ -25,15 +25,13 @@
 // that takes found_inf itself (fused=True), a step of mixed-precision training never synchronizes.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -52,10 +50,6 @@ void checkOnDevice(const char* op, const char* what, const at::Tensor& t, c10::D
               ", expected ", device, " like the first tensor; move it there");
 }
 
-orStream_t currentStream(c10::Device device) {
-  return getCurrentOpenRegStream(device.index()).stream();
-}
-
 // [marker: amp-unscale]
 void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
                               const at::Tensor& invScale) {
@@ -70,11 +64,10 @@ void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
     gradAliases.push_back(kernelAlias(grad));
   }
   DeviceScope scope(device.index());
-  OPENREG_CHECK(openreg::launch(currentStream(device),
-                                [grads = std::move(gradAliases), found = kernelAlias(foundInf),
+  launchOnCurrentStream(device, [grads = std::move(gradAliases), found = kernelAlias(foundInf),
                                  inv = kernelAlias(invScale)]() mutable {
-                                  at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
-                                }));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+  });
 }
 
 // [marker: amp-update-scale]
@@ -86,12 +79,11 @@ at::Tensor& updateScale(at::Tensor& scale, at::Tensor& growthTracker, const at::
   checkOnDevice(op, "growth_tracker", growthTracker, device);
   checkOnDevice(op, "found_inf", foundInf, device);
   DeviceScope scope(device.index());
-  OPENREG_CHECK(openreg::launch(
-      currentStream(device),
-      [s = kernelAlias(scale), tracker = kernelAlias(growthTracker), found = kernelAlias(foundInf),
-       growthFactor, backoffFactor, growthInterval]() mutable {
-        at::_amp_update_scale_(s, tracker, found, growthFactor, backoffFactor, growthInterval);
-      }));
+  launchOnCurrentStream(device, [s = kernelAlias(scale), tracker = kernelAlias(growthTracker),
+                                 found = kernelAlias(foundInf), growthFactor, backoffFactor,
+                                 growthInterval]() mutable {
+    at::_amp_update_scale_(s, tracker, found, growthFactor, backoffFactor, growthInterval);
+  });
   return scale;
 }
 

@@ -9,26 +9,20 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include <array>
 #include <optional>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
 
 at::Tensor emptyLike(const at::Tensor& meta, const at::Tensor& onDevice) {
   return at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(onDevice.device()));
-}
-
-orStream_t currentStream(const at::Tensor& t) {
-  return getCurrentOpenRegStream(t.device().index()).stream();
 }
 
 // [marker: convolution]
@@ -45,15 +39,14 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                       padding, dilation, transposed, output_padding, groups);
   at::Tensor out = emptyLike(shape, input);
   if (out.numel() == 0) return out;
-  OPENREG_CHECK(
-      openreg::launch(currentStream(input),
-                      [out = kernelAlias(out), in = kernelAlias(input), w = kernelAlias(weight),
-                       b = hasBias ? std::optional<at::Tensor>(kernelAlias(*bias)) : std::nullopt,
-                       stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
-                       transposed, outputPadding = output_padding.vec(), groups]() mutable {
-                        out.copy_(at::convolution(in, w, b, stride, padding, dilation, transposed,
-                                                  outputPadding, groups));
-                      }));
+  launchOnCurrentStream(input.device(),
+                        [out = kernelAlias(out), in = kernelAlias(input), w = kernelAlias(weight),
+                         b = hasBias ? std::optional<at::Tensor>(kernelAlias(*bias)) : std::nullopt,
+                         stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
+                         transposed, outputPadding = output_padding.vec(), groups]() mutable {
+                          out.copy_(at::convolution(in, w, b, stride, padding, dilation, transposed,
+                                                    outputPadding, groups));
+                        });
   return out;
 }
 
@@ -67,10 +60,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   at::Tensor gradWeight = output_mask[1] ? at::empty_like(weight) : at::Tensor();
   const int64_t outChannels = transposed ? weight.size(1) * groups : weight.size(0);
   at::Tensor gradBias = output_mask[2] ? at::empty({outChannels}, weight.options()) : at::Tensor();
-  auto alias = [](const at::Tensor& t) { return t.defined() ? kernelAlias(t) : at::Tensor(); };
-  OPENREG_CHECK(openreg::launch(
-      currentStream(input),
-      [gi = alias(gradInput), gw = alias(gradWeight), gb = alias(gradBias),
+  launchOnCurrentStream(
+      input.device(),
+      [gi = kernelAlias(gradInput), gw = kernelAlias(gradWeight), gb = kernelAlias(gradBias),
        go = kernelAlias(grad_output), in = kernelAlias(input), w = kernelAlias(weight),
        stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,
        outputPadding = output_padding.vec(), groups, output_mask, outChannels]() mutable {
@@ -80,7 +72,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
         if (gi.defined()) gi.copy_(dInput);
         if (gw.defined()) gw.copy_(dWeight);
         if (gb.defined()) gb.copy_(dBias);
-      }));
+      });
   return {gradInput, gradWeight, gradBias};
 }
 

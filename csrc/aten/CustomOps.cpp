@@ -25,13 +25,11 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -48,9 +46,9 @@ at::Tensor customAbs(const at::Tensor& input) {
   DeviceScope scope(input.device().index());
   at::Tensor out = absOutput(input);
   if (out.numel() == 0) return out;
-  OPENREG_CHECK(openreg::launch(
-      getCurrentOpenRegStream(input.device().index()).stream(),
-      [in = kernelAlias(input), out = kernelAlias(out)]() mutable { at::abs_out(out, in); }));
+  launchOnCurrentStream(
+      input.device(),
+      [in = kernelAlias(input), out = kernelAlias(out)]() mutable { at::abs_out(out, in); });
   return out;
 }
 

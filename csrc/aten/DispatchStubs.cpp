@@ -21,9 +21,9 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/abs_native.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -37,11 +37,11 @@ void absKernel(at::TensorIteratorBase& iter) {
   engine::count(engine::Path::Native);
   const at::Tensor& out = iter.output();
   const at::Tensor& in = iter.input();
-  OPENREG_CHECK(openreg::launch(getCurrentOpenRegStream(out.device().index()).stream(),
-                                [out = describeKernelAlias(out), in = describeKernelAlias(in)] {
-                                  at::Tensor result = makeKernelAlias(out);
-                                  at::abs_out(result, makeKernelAlias(in));
-                                }));
+  launchOnCurrentStream(out.device(),
+                        [out = describeKernelAlias(out), in = describeKernelAlias(in)] {
+                          at::Tensor result = makeKernelAlias(out);
+                          at::abs_out(result, makeKernelAlias(in));
+                        });
 }
 
 // [marker: stub-sdp-choice]

@@ -21,16 +21,14 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include <numeric>
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -82,9 +80,9 @@ at::Tensor forwardOpenReg(const at::Tensor& input, const at::Tensor& bias) {
   DeviceScope scope(input.device().index());
   at::Tensor out = emptyLike(input);
   if (out.numel() == 0) return out;
-  OPENREG_CHECK(openreg::launch(getCurrentOpenRegStream(input.device().index()).stream(),
-                                [in = kernelAlias(input), b = kernelAlias(bias),
-                                 out = kernelAlias(out)]() mutable { geluOfSum(in, b, out); }));
+  launchOnCurrentStream(input.device(),
+                        [in = kernelAlias(input), b = kernelAlias(bias),
+                         out = kernelAlias(out)]() mutable { geluOfSum(in, b, out); });
   return out;
 }
 
@@ -117,10 +115,9 @@ at::Tensor backwardOpenReg(const at::Tensor& grad, const at::Tensor& input,
   DeviceScope scope(input.device().index());
   at::Tensor gradInput = emptyLike(input);
   if (gradInput.numel() == 0) return gradInput;
-  OPENREG_CHECK(openreg::launch(
-      getCurrentOpenRegStream(input.device().index()).stream(),
-      [g = kernelAlias(grad), in = kernelAlias(input), b = kernelAlias(bias),
-       gi = kernelAlias(gradInput)]() mutable { geluOfSumBackward(g, in, b, gi); }));
+  launchOnCurrentStream(
+      input.device(), [g = kernelAlias(grad), in = kernelAlias(input), b = kernelAlias(bias),
+                       gi = kernelAlias(gradInput)]() mutable { geluOfSumBackward(g, in, b, gi); });
   return gradInput;
 }
 

@@ -42,6 +42,7 @@ void* kernelPointer(const at::Tensor& deviceTensor) {
 
 // [marker: kernel-alias]
 at::Tensor kernelAlias(const at::Tensor& deviceTensor) {
+  if (!deviceTensor.defined()) return at::Tensor();  // an absent optional tensor stays absent
   return aliasLike(kernelPointer(deviceTensor), deviceTensor);
 }
 

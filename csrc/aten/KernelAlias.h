@@ -14,6 +14,7 @@
 
 namespace openreg {
 
+// An undefined tensor (an absent optional argument or output) gives an undefined alias.
 OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
 
 // A kernel alias described rather than made: what a task needs to make it on the worker. The

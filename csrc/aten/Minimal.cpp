@@ -12,10 +12,10 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include "aten/Copy.h"
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/Storage.h"
 #include "aten/engine/Ledger.h"
 #include "core/Exception.h"
@@ -122,9 +122,8 @@ at::Scalar localScalarDense(const at::Tensor& self) {
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   engine::count(engine::Path::Native);
   if (self.numel() == 0) return self;
-  OPENREG_CHECK(
-      openreg::launch(getCurrentOpenRegStream(self.device().index()).stream(),
-                      [alias = kernelAlias(self), value]() mutable { alias.fill_(value); }));
+  launchOnCurrentStream(self.device(),
+                        [alias = kernelAlias(self), value]() mutable { alias.fill_(value); });
   return self;
 }
 

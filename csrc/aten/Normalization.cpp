@@ -27,17 +27,15 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/DimVector.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
 #include <array>
 #include <tuple>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/GenericKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -138,14 +136,6 @@ at::Tensor parameter(const std::optional<at::Tensor>& t, const at::Tensor& input
   return t->contiguous();
 }
 
-at::Tensor alias(const at::Tensor& t) {
-  return t.defined() ? kernelAlias(t) : at::Tensor();
-}
-
-orStream_t currentStream(const at::Tensor& t) {
-  return getCurrentOpenRegStream(t.device().index()).stream();
-}
-
 // [marker: layer-norm]
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
     const at::Tensor& input, c10::IntArrayRef normalizedShape,
@@ -164,11 +154,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
   at::Tensor mean = at::empty({M}, statistics);
   at::Tensor rstd = at::empty({M}, statistics);
   if (M > 0) {
-    OPENREG_CHECK(openreg::launch(
-        currentStream(input), [x = alias(x), w = alias(weight), b = alias(bias), y = alias(y),
-                               mean = alias(mean), rstd = alias(rstd), M, N, eps]() mutable {
+    launchOnCurrentStream(
+        input.device(),
+        [x = kernelAlias(x), w = kernelAlias(weight), b = kernelAlias(bias), y = kernelAlias(y),
+         mean = kernelAlias(mean), rstd = kernelAlias(rstd), M, N, eps]() mutable {
           at::native::LayerNormKernel(c10::kCPU, x, w, b, M, N, eps, &y, &mean, &rstd);
-        }));
+        });
   }
   // The statistics keep the input's leading dimensions and 1 for each normalized one.
   c10::DimVector statShape(input.sizes().begin(), input.sizes().end());
@@ -195,12 +186,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
   at::Tensor dweight = outputMask[1] ? gradientOf(weight) : at::Tensor();
   at::Tensor dbias = outputMask[2] ? gradientOf(bias) : at::Tensor();
   if (M > 0) {
-    OPENREG_CHECK(openreg::launch(
-        currentStream(input), [dy = alias(gradOut), x = alias(x), mean = alias(mean),
-                               rstd = alias(rstd), w = alias(weight), dx = alias(dx),
-                               dw = alias(dweight), db = alias(dbias), M = M, N = N]() mutable {
+    launchOnCurrentStream(
+        input.device(),
+        [dy = kernelAlias(gradOut), x = kernelAlias(x), mean = kernelAlias(mean),
+         rstd = kernelAlias(rstd), w = kernelAlias(weight), dx = kernelAlias(dx),
+         dw = kernelAlias(dweight), db = kernelAlias(dbias), M = M, N = N]() mutable {
           at::native::LayerNormBackwardKernel(c10::kCPU, dy, x, mean, rstd, w, M, N, &dx, &dw, &db);
-        }));
+        });
   }
   return {dx, dweight, dbias};
 }

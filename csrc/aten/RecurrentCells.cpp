@@ -22,17 +22,14 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
-#include <openreg/task.hpp>
 
-#include <functional>
 #include <tuple>
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
 
 namespace openreg {
 namespace {
@@ -132,24 +129,41 @@ void checkArgument(const char* op, const char* name, const at::Tensor& t, const 
               ", expected ", sizes);
 }
 
-// Queues `math` on the inputs' stream as one task: it runs on kernel aliases of `inputs` and its
-// results (one per output, undefined where the output is) are written into `outputs`.
-void launchCell(const at::Tensor& like, const Tensors& inputs, const Tensors& outputs,
-                std::function<Tensors(const Tensors&)> math) {
+// The inputs of a cell: gates of `gates` chunks from the input and the hidden state, the previous
+// state `state` (cx or hx), and the optional biases, all on one device, of one dtype.
+void checkCellInputs(const char* op, int64_t gates, const at::Tensor& inputGates,
+                     const at::Tensor& hiddenGates, const char* stateName, const at::Tensor& state,
+                     const std::optional<at::Tensor>& inputBias,
+                     const std::optional<at::Tensor>& hiddenBias) {
+  TORCH_CHECK(state.dim() == 2, "openreg: ", op, ": ", stateName, " must be 2-D, got shape ",
+              state.sizes());
+  const int64_t batch = state.size(0), hidden = state.size(1);
+  checkArgument(op, "input_gates", inputGates, inputGates, {batch, gates * hidden});
+  checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, gates * hidden});
+  checkArgument(op, stateName, state, inputGates, {batch, hidden});
+  checkArgument(op, "input_bias", optionalTensor(inputBias), inputGates, {gates * hidden});
+  checkArgument(op, "hidden_bias", optionalTensor(hiddenBias), inputGates, {gates * hidden});
+}
+
+Tensors aliases(const Tensors& ts) {
+  Tensors out;
+  for (const at::Tensor& t : ts) out.push_back(kernelAlias(t));
+  return out;
+}
+
+// Queues `math` on the current stream of `like`'s device as one task: it runs on kernel aliases of
+// `inputs` and its results (one per output, undefined where the output is) are written into
+// `outputs`.
+template <class Math>
+void launchCell(const at::Tensor& like, const Tensors& inputs, const Tensors& outputs, Math math) {
   engine::count(engine::Path::Native);
-  auto aliases = [](const Tensors& ts) {
-    Tensors out;
-    for (const at::Tensor& t : ts) out.push_back(t.defined() ? kernelAlias(t) : at::Tensor());
-    return out;
-  };
-  OPENREG_CHECK(openreg::launch(
-      getCurrentOpenRegStream(like.device().index()).stream(),
-      [in = aliases(inputs), out = aliases(outputs), math = std::move(math)]() mutable {
-        const Tensors results = math(in);
-        for (size_t i = 0; i < out.size(); ++i) {
-          if (out[i].defined()) out[i].copy_(results[i]);
-        }
-      }));
+  launchOnCurrentStream(like.device(),
+                        [in = aliases(inputs), out = aliases(outputs), math]() mutable {
+                          const Tensors results = math(in);
+                          for (size_t i = 0; i < out.size(); ++i) {
+                            if (out[i].defined()) out[i].copy_(results[i]);
+                          }
+                        });
 }
 
 at::Tensor emptyOf(const at::Tensor& like, c10::IntArrayRef sizes) {
@@ -160,14 +174,9 @@ at::Tensor emptyOf(const at::Tensor& like, c10::IntArrayRef sizes) {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
     const at::Tensor& inputGates, const at::Tensor& hiddenGates, const at::Tensor& cx,
     const std::optional<at::Tensor>& inputBias, const std::optional<at::Tensor>& hiddenBias) {
-  constexpr const char* op = "_thnn_fused_lstm_cell";
-  TORCH_CHECK(cx.dim() == 2, "openreg: ", op, ": cx must be 2-D, got shape ", cx.sizes());
+  checkCellInputs("_thnn_fused_lstm_cell", 4, inputGates, hiddenGates, "cx", cx, inputBias,
+                  hiddenBias);
   const int64_t batch = cx.size(0), hidden = cx.size(1);
-  checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, 4 * hidden});
-  checkArgument(op, "input_gates", inputGates, inputGates, {batch, 4 * hidden});
-  checkArgument(op, "cx", cx, inputGates, {batch, hidden});
-  checkArgument(op, "input_bias", optionalTensor(inputBias), inputGates, {4 * hidden});
-  checkArgument(op, "hidden_bias", optionalTensor(hiddenBias), inputGates, {4 * hidden});
   DeviceScope scope(inputGates.device().index());
   at::Tensor hy = emptyOf(cx, {batch, hidden});
   at::Tensor cy = emptyOf(cx, {batch, hidden});
@@ -215,14 +224,9 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
                                            const at::Tensor& hiddenGates, const at::Tensor& hx,
                                            const std::optional<at::Tensor>& inputBias,
                                            const std::optional<at::Tensor>& hiddenBias) {
-  constexpr const char* op = "_thnn_fused_gru_cell";
-  TORCH_CHECK(hx.dim() == 2, "openreg: ", op, ": hx must be 2-D, got shape ", hx.sizes());
+  checkCellInputs("_thnn_fused_gru_cell", 3, inputGates, hiddenGates, "hx", hx, inputBias,
+                  hiddenBias);
   const int64_t batch = hx.size(0), hidden = hx.size(1);
-  checkArgument(op, "input_gates", inputGates, inputGates, {batch, 3 * hidden});
-  checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, 3 * hidden});
-  checkArgument(op, "hx", hx, inputGates, {batch, hidden});
-  checkArgument(op, "input_bias", optionalTensor(inputBias), inputGates, {3 * hidden});
-  checkArgument(op, "hidden_bias", optionalTensor(hiddenBias), inputGates, {3 * hidden});
   DeviceScope scope(inputGates.device().index());
   at::Tensor hy = emptyOf(hx, {batch, hidden});
   at::Tensor workspace = emptyOf(hx, {batch, 5 * hidden});
