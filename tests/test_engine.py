@@ -163,10 +163,12 @@ def test_shape_errors_are_raised_at_the_call():
 def test_kernel_errors_surface_at_the_next_synchronization():
     bad = torch.tensor([0, 99]).to("openreg")
     y = A.to("openreg").index_select(0, bad)  # the index is checked inside the kernel
-    with pytest.raises(RuntimeError, match=r"aten::index_select.*out of range"):
+    with pytest.raises(IndexError, match=r"aten::index_select.*out of range"):  # as the CPU
         openreg.synchronize()
     openreg.synchronize()  # reported once; the device keeps working
     assert same(A.to("openreg") * 2, A * 2)
+    with pytest.raises(IndexError, match=r"device 0: aten::index_select.*out of range"):
+        y.cpu()  # but the failed kernel's output is never read as data (docs/errors.md)
     del y
 
 
@@ -177,7 +179,7 @@ def test_launch_blocking_raises_kernel_errors_at_the_call():
         x = torch.randn(4, 3).to("openreg")
         try:
             x.index_select(0, torch.tensor([7]).to("openreg"))
-        except RuntimeError as e:
+        except IndexError as e:
             print("raised at the call:", "index_select" in str(e))
         """,
         env={"OPENREG_LAUNCH_BLOCKING": "1"},

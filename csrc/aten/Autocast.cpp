@@ -64,10 +64,16 @@ void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
     gradAliases.push_back(kernelAlias(grad));
   }
   DeviceScope scope(device.index());
-  launchOnCurrentStream(device, [grads = std::move(gradAliases), found = kernelAlias(foundInf),
-                                 inv = kernelAlias(invScale)]() mutable {
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
-  });
+  // The gradients and found_inf are read and written in place.
+  std::vector<at::Tensor> written(grads.begin(), grads.end());
+  written.push_back(foundInf);
+  std::vector<at::Tensor> read = written;
+  read.push_back(invScale);
+  launchOnCurrentStream(device, "aten::_amp_foreach_non_finite_check_and_unscale_", read, written,
+                        [grads = std::move(gradAliases), found = kernelAlias(foundInf),
+                         inv = kernelAlias(invScale)]() mutable {
+                          at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+                        });
 }
 
 // [marker: amp-update-scale]
@@ -79,11 +85,12 @@ at::Tensor& updateScale(at::Tensor& scale, at::Tensor& growthTracker, const at::
   checkOnDevice(op, "growth_tracker", growthTracker, device);
   checkOnDevice(op, "found_inf", foundInf, device);
   DeviceScope scope(device.index());
-  launchOnCurrentStream(device, [s = kernelAlias(scale), tracker = kernelAlias(growthTracker),
-                                 found = kernelAlias(foundInf), growthFactor, backoffFactor,
-                                 growthInterval]() mutable {
-    at::_amp_update_scale_(s, tracker, found, growthFactor, backoffFactor, growthInterval);
-  });
+  launchOnCurrentStream(
+      device, "aten::_amp_update_scale_", {foundInf, scale, growthTracker}, {scale, growthTracker},
+      [s = kernelAlias(scale), tracker = kernelAlias(growthTracker), found = kernelAlias(foundInf),
+       growthFactor, backoffFactor, growthInterval]() mutable {
+        at::_amp_update_scale_(s, tracker, found, growthFactor, backoffFactor, growthInterval);
+      });
   return scale;
 }
 

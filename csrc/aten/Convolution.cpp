@@ -39,7 +39,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                       padding, dilation, transposed, output_padding, groups);
   at::Tensor out = emptyLike(shape, input);
   if (out.numel() == 0) return out;
-  launchOnCurrentStream(input.device(),
+  launchOnCurrentStream(input.device(), "aten::convolution",
+                        {input, weight, hasBias ? *bias : at::Tensor()}, {out},
                         [out = kernelAlias(out), in = kernelAlias(input), w = kernelAlias(weight),
                          b = hasBias ? std::optional<at::Tensor>(kernelAlias(*bias)) : std::nullopt,
                          stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
@@ -61,7 +62,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   const int64_t outChannels = transposed ? weight.size(1) * groups : weight.size(0);
   at::Tensor gradBias = output_mask[2] ? at::empty({outChannels}, weight.options()) : at::Tensor();
   launchOnCurrentStream(
-      input.device(),
+      input.device(), "aten::convolution_backward", {grad_output, input, weight},
+      {gradInput, gradWeight, gradBias},
       [gi = kernelAlias(gradInput), gw = kernelAlias(gradWeight), gb = kernelAlias(gradBias),
        go = kernelAlias(grad_output), in = kernelAlias(input), w = kernelAlias(weight),
        stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,

@@ -7,6 +7,7 @@
 #include <openreg/task.hpp>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -59,34 +60,37 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   const bool crossDevice = toDevice && fromDevice && self.device() != dst.device();
   if (crossDevice) streamWait(stream, getCurrentOpenRegStream(self.device().index()));
 
-  if (plainBytes(self, dst)) {
+  // A copy the caller does not wait for: between device memories, or with pinned host memory and
+  // non_blocking. Any other copy returns complete, with its own failure if it failed (reading
+  // memory a failed task left behind: Note [Poisoned memory] in runtime/src/Poison.h), whatever
+  // another thread's synchronization reported meanwhile.
+  const at::Tensor& hostSide = toDevice ? self : dst;
+  const bool asynchronous = (toDevice && fromDevice) || (non_blocking && isPinned(hostSide));
+  const orStream_t handle = stream.stream();
+  if (plainBytes(self, dst) && asynchronous) {
     const orMemcpyKind kind = toDevice
                                   ? (fromDevice ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
                                   : orMemcpyDeviceToHost;
-    OPENREG_CHECK(
-        orMemcpyAsync(dst.data_ptr(), self.data_ptr(), dst.nbytes(), kind, stream.stream()));
+    OPENREG_CHECK(orMemcpyAsync(dst.data_ptr(), self.data_ptr(), dst.nbytes(), kind, handle));
   } else {
     // Aliases only, see Note [Tasks hold no Python-visible tensor]. Host memory stays valid:
-    // either this call waits for the copy below, or it is pinned and protected by record_event.
+    // either this call waits for the copy, or it is pinned and protected by record_event.
     at::Tensor to = toDevice ? kernelAlias(dst) : hostAlias(dst);
     at::Tensor from = fromDevice ? kernelAlias(self) : hostAlias(self);
-    OPENREG_CHECK(openreg::launch(
-        stream.stream(),
-        [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); }));
+    auto task =
+        kernelTask("aten::copy_", {self}, {dst},
+                   [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); });
+    OPENREG_CHECK(asynchronous ? openreg::launch(handle, std::move(task))
+                               : openreg::launchAndWait(handle, std::move(task)));
   }
 
   if (crossDevice) {
     // The source's blocks are reused in its own stream's order: make that stream wait for the copy.
     streamWait(getCurrentOpenRegStream(self.device().index()), stream);
-  } else if (!(toDevice && fromDevice)) {
-    const at::Tensor& hostSide = toDevice ? self : dst;
-    if (non_blocking && isPinned(hostSide)) {
-      // Truly asynchronous: the pinned block must not be reused before the copy has run.
-      hostAllocator()->record_event(hostSide.data_ptr(),
-                                    hostSide.storage().data_ptr().get_context(), stream.unwrap());
-    } else {
-      OPENREG_CHECK(orStreamSynchronize(stream.stream()));
-    }
+  } else if (!(toDevice && fromDevice) && asynchronous) {
+    // Truly asynchronous: the pinned block must not be reused before the copy has run.
+    hostAllocator()->record_event(hostSide.data_ptr(), hostSide.storage().data_ptr().get_context(),
+                                  stream.unwrap());
   }
   return dst;
 }

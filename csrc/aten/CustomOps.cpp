@@ -47,7 +47,7 @@ at::Tensor customAbs(const at::Tensor& input) {
   at::Tensor out = absOutput(input);
   if (out.numel() == 0) return out;
   launchOnCurrentStream(
-      input.device(),
+      input.device(), "openreg::custom_abs", {input}, {out},
       [in = kernelAlias(input), out = kernelAlias(out)]() mutable { at::abs_out(out, in); });
   return out;
 }

@@ -37,7 +37,7 @@ void absKernel(at::TensorIteratorBase& iter) {
   engine::count(engine::Path::Native);
   const at::Tensor& out = iter.output();
   const at::Tensor& in = iter.input();
-  launchOnCurrentStream(out.device(),
+  launchOnCurrentStream(out.device(), "aten::abs", {in}, {out},
                         [out = describeKernelAlias(out), in = describeKernelAlias(in)] {
                           at::Tensor result = makeKernelAlias(out);
                           at::abs_out(result, makeKernelAlias(in));

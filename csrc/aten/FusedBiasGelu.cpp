@@ -80,7 +80,7 @@ at::Tensor forwardOpenReg(const at::Tensor& input, const at::Tensor& bias) {
   DeviceScope scope(input.device().index());
   at::Tensor out = emptyLike(input);
   if (out.numel() == 0) return out;
-  launchOnCurrentStream(input.device(),
+  launchOnCurrentStream(input.device(), "openreg::fused_bias_gelu", {input, bias}, {out},
                         [in = kernelAlias(input), b = kernelAlias(bias),
                          out = kernelAlias(out)]() mutable { geluOfSum(in, b, out); });
   return out;
@@ -116,8 +116,9 @@ at::Tensor backwardOpenReg(const at::Tensor& grad, const at::Tensor& input,
   at::Tensor gradInput = emptyLike(input);
   if (gradInput.numel() == 0) return gradInput;
   launchOnCurrentStream(
-      input.device(), [g = kernelAlias(grad), in = kernelAlias(input), b = kernelAlias(bias),
-                       gi = kernelAlias(gradInput)]() mutable { geluOfSumBackward(g, in, b, gi); });
+      input.device(), "openreg::fused_bias_gelu_backward", {grad, input, bias}, {gradInput},
+      [g = kernelAlias(grad), in = kernelAlias(input), b = kernelAlias(bias),
+       gi = kernelAlias(gradInput)]() mutable { geluOfSumBackward(g, in, b, gi); });
   return gradInput;
 }
 

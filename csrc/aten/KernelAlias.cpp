@@ -6,6 +6,9 @@
 #include <ATen/ops/from_blob.h>
 #include <openreg/runtime.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "core/Exception.h"
 
 namespace openreg {
@@ -70,6 +73,45 @@ at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
   if (spec.conj) alias = alias._conj();
   if (spec.neg) alias = alias._neg_view();
   return alias;
+}
+
+namespace {
+// Byte extent of a strided layout, and whether it is non-overlapping and dense.
+std::pair<size_t, bool> extentOf(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                                 size_t itemsize) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return {0, true};
+    last += (sizes[d] - 1) * strides[d];
+  }
+  // Dense: the dimensions sorted by stride, each stride is the product of the smaller sizes.
+  c10::SmallVector<std::pair<int64_t, int64_t>, 6> dims;  // (stride, size), size > 1 only
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) dims.emplace_back(strides[d], sizes[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  bool dense = true;
+  for (const auto& [stride, size] : dims) {
+    dense = dense && stride == expected;
+    expected *= size;
+  }
+  return {static_cast<size_t>(last + 1) * itemsize, dense};
+}
+}  // namespace
+
+// [marker: memory-access]
+MemoryAccess memoryAccess(const at::Tensor& t, bool read, bool write) {
+  if (!t.defined() || t.numel() == 0) return {};
+  const size_t itemsize = t.dtype().itemsize();
+  const auto [bytes, dense] = extentOf(t.sizes(), t.strides(), itemsize);
+  return {t.data_ptr(), bytes, read, write, write && dense};
+}
+
+MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write) {
+  if (spec.data == nullptr) return {};
+  const auto [bytes, dense] = extentOf(spec.sizes, spec.strides, c10::elementSize(spec.dtype));
+  return {spec.data, bytes, read, write, write && dense};
 }
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {

@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <openreg/task.hpp>
 
 #include "core/Macros.h"
 
@@ -30,6 +31,13 @@ struct KernelAliasSpec {
 };
 OPENREG_TORCH_API KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor);
 OPENREG_TORCH_API at::Tensor makeKernelAlias(const KernelAliasSpec& spec);
+
+// The memory a task reads or writes through a tensor, for Note [Poisoned memory] in
+// runtime/src/Poison.h: the bytes between its first and last element. A write covers the range
+// when the tensor is non-overlapping and dense (it then sets every byte). Undefined and empty
+// tensors touch nothing (bytes 0). For a device tensor, its kernel alias or its KernelAliasSpec.
+OPENREG_TORCH_API MemoryAccess memoryAccess(const at::Tensor& t, bool read, bool write);
+OPENREG_TORCH_API MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write);
 
 // Note [Tasks hold no Python-visible tensor]
 // A task runs on a device worker, which never holds the GIL. Dropping a reference to a tensor

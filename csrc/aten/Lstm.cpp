@@ -87,4 +87,11 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("lstm.input", TORCH_FN(lstm));
 }
 
+// Under torch.inference_mode() the dispatcher skips the autograd keys, and the call would reach
+// ATen's composite implementation at the backend key instead: the same kernel there keeps
+// inference on the CPU's route (bitwise its results).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+}
+
 }  // namespace openreg

@@ -122,7 +122,7 @@ at::Scalar localScalarDense(const at::Tensor& self) {
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   engine::count(engine::Path::Native);
   if (self.numel() == 0) return self;
-  launchOnCurrentStream(self.device(),
+  launchOnCurrentStream(self.device(), "aten::fill_", {}, {self},
                         [alias = kernelAlias(self), value]() mutable { alias.fill_(value); });
   return self;
 }

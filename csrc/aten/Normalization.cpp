@@ -155,7 +155,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
   at::Tensor rstd = at::empty({M}, statistics);
   if (M > 0) {
     launchOnCurrentStream(
-        input.device(),
+        input.device(), "aten::native_layer_norm", {x, weight, bias}, {y, mean, rstd},
         [x = kernelAlias(x), w = kernelAlias(weight), b = kernelAlias(bias), y = kernelAlias(y),
          mean = kernelAlias(mean), rstd = kernelAlias(rstd), M, N, eps]() mutable {
           at::native::LayerNormKernel(c10::kCPU, x, w, b, M, N, eps, &y, &mean, &rstd);
@@ -187,7 +187,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
   at::Tensor dbias = outputMask[2] ? gradientOf(bias) : at::Tensor();
   if (M > 0) {
     launchOnCurrentStream(
-        input.device(),
+        input.device(), "aten::native_layer_norm_backward", {gradOut, x, mean, rstd, weight},
+        {dx, dweight, dbias},
         [dy = kernelAlias(gradOut), x = kernelAlias(x), mean = kernelAlias(mean),
          rstd = kernelAlias(rstd), w = kernelAlias(weight), dx = kernelAlias(dx),
          dw = kernelAlias(dweight), db = kernelAlias(dbias), M = M, N = N]() mutable {

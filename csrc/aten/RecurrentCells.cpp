@@ -155,9 +155,10 @@ Tensors aliases(const Tensors& ts) {
 // `inputs` and its results (one per output, undefined where the output is) are written into
 // `outputs`.
 template <class Math>
-void launchCell(const at::Tensor& like, const Tensors& inputs, const Tensors& outputs, Math math) {
+void launchCell(const char* op, const at::Tensor& like, const Tensors& inputs,
+                const Tensors& outputs, Math math) {
   engine::count(engine::Path::Native);
-  launchOnCurrentStream(like.device(),
+  launchOnCurrentStream(like.device(), op, inputs, outputs,
                         [in = aliases(inputs), out = aliases(outputs), math]() mutable {
                           const Tensors results = math(in);
                           for (size_t i = 0; i < out.size(); ++i) {
@@ -181,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
   at::Tensor hy = emptyOf(cx, {batch, hidden});
   at::Tensor cy = emptyOf(cx, {batch, hidden});
   at::Tensor workspace = emptyOf(cx, {batch, 4 * hidden});
-  launchCell(inputGates,
+  launchCell("aten::_thnn_fused_lstm_cell", inputGates,
              {inputGates, hiddenGates, cx, optionalTensor(inputBias), optionalTensor(hiddenBias)},
              {hy, cy, workspace}, [](const Tensors& in) -> Tensors {
                auto [h, c, w] =
@@ -210,7 +211,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
   at::Tensor gradGates = emptyOf(cx, {batch, 4 * hidden});
   at::Tensor gradCx = emptyOf(cx, {batch, hidden});
   at::Tensor gradBias = hasBias ? emptyOf(cx, {4 * hidden}) : at::Tensor();
-  launchCell(cx, {optionalTensor(gradHy), optionalTensor(gradCy), cx, cy, workspace},
+  launchCell("aten::_thnn_fused_lstm_cell_backward_impl", cx,
+             {optionalTensor(gradHy), optionalTensor(gradCy), cx, cy, workspace},
              {gradGates, gradCx, gradBias}, [hasBias](const Tensors& in) -> Tensors {
                auto [gates, gcx, bias] = lstmCellBackwardMath(asOptional(in[0]), asOptional(in[1]),
                                                               in[2], in[3], in[4], hasBias);
@@ -230,7 +232,7 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
   DeviceScope scope(inputGates.device().index());
   at::Tensor hy = emptyOf(hx, {batch, hidden});
   at::Tensor workspace = emptyOf(hx, {batch, 5 * hidden});
-  launchCell(inputGates,
+  launchCell("aten::_thnn_fused_gru_cell", inputGates,
              {inputGates, hiddenGates, hx, optionalTensor(inputBias), optionalTensor(hiddenBias)},
              {hy, workspace}, [](const Tensors& in) -> Tensors {
                auto [h, w] = gruCellMath(in[0], in[1], in[2], asOptional(in[3]), asOptional(in[4]));
@@ -252,7 +254,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBa
   at::Tensor gradHx = emptyOf(gradHy, {batch, hidden});
   at::Tensor gradInputBias = hasBias ? emptyOf(gradHy, {3 * hidden}) : at::Tensor();
   at::Tensor gradHiddenBias = hasBias ? emptyOf(gradHy, {3 * hidden}) : at::Tensor();
-  launchCell(gradHy, {gradHy, workspace},
+  launchCell("aten::_thnn_fused_gru_cell_backward", gradHy, {gradHy, workspace},
              {gradInputGates, gradHiddenGates, gradHx, gradInputBias, gradHiddenBias},
              [hasBias](const Tensors& in) -> Tensors {
                auto [gi, gh, ghx, gib, ghb] = gruCellBackwardMath(in[0], in[1], hasBias);

@@ -8,10 +8,22 @@
 //
 // OPENREG_WARN(expr) is the variant for noexcept paths (destructors, destroyEvent,
 // uncheckedSetDevice): it logs a warning instead of throwing.
+//
+// Note [Task failures in Python]
+// A kernel that fails on a worker fails as it would on the CPU: a task catches what the CPU kernel
+// threw and rethrows it as an openreg::TaskError (rethrowAsTaskError) whose message is the CPU's
+// own (without the C++ backtrace), prefixed with the operator, and whose category records the
+// exception type. When that failure reaches the host (a synchronization, a read of memory it
+// poisoned), OPENREG_CHECK throws the same c10 type, so Python sees IndexError for an index out of
+// range, ValueError, TypeError, NotImplementedError, LinAlgError or OutOfMemoryError as the CPU
+// would raise, with the device and the operator in the message. See docs/errors.md.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/macros/Macros.h>
 #include <openreg/runtime.h>
+
+#include <string_view>
 
 #include "core/Macros.h"
 
@@ -21,6 +33,15 @@ namespace openreg::detail {
 OPENREG_TORCH_API void warnFailed(orError_t error, const char* expr, const char* func,
                                   const char* file, int line) noexcept;
 }  // namespace openreg::detail
+
+namespace openreg {
+// Inside a task's catch block: rethrows the exception in flight as an openreg::TaskError naming
+// `op` (Note [Task failures in Python]).
+[[noreturn]] OPENREG_TORCH_API void rethrowAsTaskError(std::string_view op);
+// Inside a catch block on the host: rethrows the c10 error in flight as the same type, its message
+// prefixed with the device and the operator (other exceptions pass unchanged).
+[[noreturn]] OPENREG_TORCH_API void rethrowNamingDevice(c10::Device device, std::string_view op);
+}  // namespace openreg
 
 #define OPENREG_CHECK(EXPR)                                                                     \
   do {                                                                                          \

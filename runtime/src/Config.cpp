@@ -107,7 +107,8 @@ std::string readConfigFromEnvironment(Config& out) {
       readInt("OPENREG_STREAM_WORKERS", 1, 64, out.streamWorkers, &error) &&
       readInt("OPENREG_WORKER_SPIN_US", 0, 1000000, out.workerSpinMicros, &error) &&
       readBool("OPENREG_LAUNCH_BLOCKING", out.launchBlocking, &error) &&
-      readBool("OPENREG_FAULT_HANDLER", out.faultHandler, &error)) {
+      readBool("OPENREG_FAULT_HANDLER", out.faultHandler, &error) &&
+      readInt("OPENREG_QUEUE_DEPTH", 1, 1 << 24, out.queueDepth, &error)) {
     return {};
   }
   return error;

@@ -15,6 +15,7 @@ struct Config {
   int workerSpinMicros = 50;     // OPENREG_WORKER_SPIN_US, busy-wait before a worker or sync sleeps
   bool launchBlocking = false;   // OPENREG_LAUNCH_BLOCKING, every launch completes before returning
   bool faultHandler = true;      // OPENREG_FAULT_HANDLER, report host access to device memory
+  int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH, operations a stream holds before the host waits
 };
 
 // Parses the environment into `out`. Returns "" on success, else a message naming the variable,

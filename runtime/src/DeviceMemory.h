@@ -51,6 +51,13 @@ class DeviceMemory {
   void* toKernel(const void* devicePtr) const {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(devicePtr) + windowDelta_);
   }
+  // The same for kernel-window addresses, and the way back to the device address.
+  bool windowContains(const void* p) const {
+    return reinterpret_cast<std::uintptr_t>(p) - (rangeBase_ + windowDelta_) < capacity_;
+  }
+  void* fromKernel(const void* kernelPtr) const {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(kernelPtr) - windowDelta_);
+  }
   std::size_t capacity() const { return capacity_; }
 
   // --- take the allocator lock ---------------------------------------------------------------

@@ -16,7 +16,8 @@ bool EventRecord::done() const {
   return stream_->completedCount() >= ticket_;
 }
 
-void EventRecord::stamp() {
+void EventRecord::stamp(FailureRef failure) {
+  failure_ = std::move(failure);
   timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now().time_since_epoch())
                 .count();

@@ -21,6 +21,8 @@
 #include <mutex>
 #include <vector>
 
+#include "Failure.h"
+
 namespace openreg {
 
 class Stream;
@@ -33,8 +35,11 @@ class EventRecord {
   // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
   std::int64_t timeNs() const { return timeNs_; }
 
-  // Worker, before the stream counts the record as completed: stamps the completion time.
-  void stamp();
+  // Worker, before the stream counts the record as completed: stamps the completion time and the
+  // failure the stream had not reported at that point (Note [Task errors] in Stream.cpp).
+  void stamp(FailureRef failure);
+  // Valid once done(): the failure the record carries, or nullptr.
+  const FailureRef& failure() const { return failure_; }
   // Worker, after: wakes host waiters and reschedules parked streams.
   void wakeWaiters();
   // Worker: parks `stream` on this record. Returns false (and keeps nothing) if already done.
@@ -46,6 +51,7 @@ class EventRecord {
   std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record
   std::uint64_t ticket_ = 0;
   std::int64_t timeNs_ = 0;
+  FailureRef failure_;  // written by stamp(), before the record completes
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Stream>> parked_;  // guarded by mutex_

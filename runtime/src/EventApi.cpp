@@ -61,7 +61,9 @@ orError_t orEventQuery(orEvent_t handle) {
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventQuery");
   std::shared_ptr<EventRecord> record = event->latest();
-  return record == nullptr || record->done() ? orSuccess : orErrorNotReady;
+  if (record == nullptr) return orSuccess;
+  if (!record->done()) return orErrorNotReady;
+  return record->failure() ? report(*record->failure()) : orSuccess;
 }
 
 orError_t orEventSynchronize(orEvent_t handle) {
@@ -70,6 +72,7 @@ orError_t orEventSynchronize(orEvent_t handle) {
   if (event == nullptr) return invalidEvent("orEventSynchronize");
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(runtime().config.workerSpinMicros);
+    if (record->failure()) return report(*record->failure());
   }
   return orSuccess;
 }

@@ -18,6 +18,9 @@ namespace openreg {
 
 class Stream;
 
+// True on a device worker thread (inside a task, or between tasks).
+bool onWorkerThread();
+
 class Executor {
  public:
   Executor(int device, int workers, int spinMicros);

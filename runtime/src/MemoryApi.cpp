@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "HostMemory.h"
+#include "Poison.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -95,14 +96,37 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
 }
 
 // [marker: copy-task]
-// Enqueues the copy on `stream`; the task sees both sides through kernel-window addresses.
-std::uint64_t enqueueCopy(Stream& stream, void* dst, const void* src, std::size_t count,
-                          const Side& d, const Side& s) {
+// The copy as a task: both sides through kernel-window addresses. It reads its source and covers
+// its destination, so a copy of poisoned memory fails with the failure that poisoned it, and a
+// successful copy makes its destination data again (Note [Poisoned memory]).
+struct CopyTask {
+  void* dst;
+  const void* src;
+  std::size_t count;
+  void operator()() const { std::memmove(dst, src, count); }
+  void accesses(AccessList& out) const {
+    out.push_back({src, count, /*read=*/true});
+    out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
+  }
+};
+
+struct MemsetTask {
+  void* dst;
+  int value;
+  std::size_t count;
+  void operator()() const { std::memset(dst, value, count); }
+  void accesses(AccessList& out) const {
+    out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
+  }
+};
+
+// The copy as a stream operation.
+StreamOp copyOp(void* dst, const void* src, std::size_t count, const Side& d, const Side& s) {
   void* kdst = d.device != nullptr ? d.device->memory.toKernel(dst) : dst;
   const void* ksrc = s.device != nullptr ? s.device->memory.toKernel(src) : src;
   StreamOp op;
-  op.task = Task([kdst, ksrc, count] { std::memmove(kdst, ksrc, count); });
-  return stream.enqueue(std::move(op));
+  op.task = Task(CopyTask{kdst, ksrc, count});
+  return op;
 }
 
 }  // namespace
@@ -131,12 +155,18 @@ orError_t orFree(void* devPtr) {
                 "from orMalloc)");
   }
   // Work queued on any stream of the device may still use the memory (cudaFree synchronizes too).
-  const orError_t pending = synchronizeDevice(*d);
-  if (d->memory.release(devPtr) != orSuccess) {
+  // A task failure stays pending for the next synchronizing call: freeing never reports one
+  // (Note [Task errors] in Stream.cpp), so a caller that frees never mistakes it for its own.
+  waitForDevice(*d);
+  DeviceMemory::Allocation allocation;
+  if (!d->memory.find(devPtr, &allocation) ||
+      allocation.base != reinterpret_cast<std::uintptr_t>(devPtr) ||
+      d->memory.release(devPtr) != orSuccess) {
     return fail(orErrorInvalidDevicePointer,
                 "openreg: orFree: the pointer is not the start of a live device allocation");
   }
-  return pending;
+  poisonMap().clear(allocation.base, allocation.reserved);
+  return orSuccess;
 }
 
 orError_t orMallocHost(void** ptr, size_t size) {
@@ -161,15 +191,12 @@ orError_t orFreeHost(void* ptr) {
                 "openreg: orFreeHost: the pointer is not a live pinned allocation (double free, or "
                 "not from orMallocHost)");
   }
-  orError_t pending = orSuccess;
-  for (auto& d : runtime().devices) {
-    if (orError_t e = synchronizeDevice(*d); e != orSuccess && pending == orSuccess) pending = e;
-  }
+  for (auto& d : runtime().devices) waitForDevice(*d);  // never reports task failures, as orFree
   if (hostMemory().release(ptr) != orSuccess) {
     return fail(orErrorInvalidValue,
                 "openreg: orFreeHost: the pointer is not the start of a pinned allocation");
   }
-  return pending;
+  return orSuccess;
 }
 
 orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
@@ -220,7 +247,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
-  return finishLaunch(*stream, enqueueCopy(*stream, dst, src, count, d, s), pageable);
+  return launchOp(*stream, copyOp(dst, src, count, d, s), pageable);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
@@ -233,7 +260,7 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
     return orSuccess;
   }
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
-  return finishLaunch(stream, enqueueCopy(stream, dst, src, count, d, s), /*mustComplete=*/true);
+  return launchOp(stream, copyOp(dst, src, count, d, s), /*mustComplete=*/true);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
@@ -251,10 +278,9 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
   if (orError_t e = checkDeviceRange("orMemsetAsync", Side{d, false}, devPtr, count);
       e != orSuccess)
     return e;
-  void* k = d->memory.toKernel(devPtr);
   StreamOp op;
-  op.task = Task([k, value, count] { std::memset(k, value, count); });
-  return finishLaunch(*stream, stream->enqueue(std::move(op)));
+  op.task = Task(MemsetTask{d->memory.toKernel(devPtr), value, count});
+  return launchOp(*stream, std::move(op));
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "FaultHandler.h"
+#include "Poison.h"
 
 namespace openreg {
 namespace detail {
@@ -100,11 +101,33 @@ orError_t initializeSlow(State wanted) {
 
 namespace {
 thread_local std::string tLastError;
-}
+thread_local int tLastCategory = 0;
+}  // namespace
 
 orError_t fail(orError_t error, std::string message) {
   tLastError = std::move(message);
+  tLastCategory = 0;
   return error;
+}
+
+orError_t report(const Failure& failure) {
+  tLastError = failure.message;
+  tLastCategory = failure.category;
+  return orErrorLaunchFailure;
+}
+
+int lastErrorCategory() noexcept {
+  return tLastCategory;
+}
+
+// [marker: check-host-accesses]
+orError_t checkHostAccesses(const AccessList& accesses) {
+  OR_ENTER();
+  PoisonMap& poison = poisonMap();
+  if (!poison.active()) return orSuccess;
+  if (FailureRef failure = poison.findRead(accesses)) return report(*failure);
+  poison.clearCovered(accesses);
+  return orSuccess;
 }
 
 const char* lastErrorMessage() {
@@ -141,10 +164,15 @@ orError_t invalidEvent(const char* call) {
 }
 
 // [marker: finish-launch]
-orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete) {
-  if (!mustComplete && !runtime().config.launchBlocking) return orSuccess;
-  stream.waitFor(ticket);
-  return stream.takeError();
+orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete) {
+  if (!mustComplete && !runtime().config.launchBlocking) {
+    stream.enqueue(std::move(op));
+    return orSuccess;
+  }
+  FailureRef own;  // the caller waits, so the worker may write it
+  op.outcome = &own;
+  stream.waitFor(stream.enqueue(std::move(op)));
+  return stream.takeError(own);
 }
 
 void pruneStreamsLocked(Device& d) {
@@ -155,19 +183,25 @@ void pruneStreamsLocked(Device& d) {
       s.end());
 }
 
+namespace {
+std::vector<std::shared_ptr<Stream>> liveStreams(Device& d) {
+  std::lock_guard<std::mutex> lock(d.streamsMutex);
+  pruneStreamsLocked(d);
+  return d.streams;
+}
+}  // namespace
+
 orError_t synchronizeDevice(Device& d) {
-  std::vector<std::shared_ptr<Stream>> streams;
-  {
-    std::lock_guard<std::mutex> lock(d.streamsMutex);
-    pruneStreamsLocked(d);
-    streams = d.streams;
-  }
   orError_t result = orSuccess;
-  for (auto& s : streams) {
+  for (auto& s : liveStreams(d)) {
     s->waitFor(s->submitted());
     if (orError_t e = s->takeError(); e != orSuccess && result == orSuccess) result = e;
   }
   return result;
+}
+
+void waitForDevice(Device& d) {
+  for (auto& s : liveStreams(d)) s->waitFor(s->submitted());
 }
 
 }  // namespace openreg

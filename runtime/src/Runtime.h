@@ -102,6 +102,8 @@ Device* deviceOfPointer(const void* p);
 
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
+// Sets the calling thread's last error to a task's failure; returns orErrorLaunchFailure.
+// (Declared in Failure.h.)
 // The calling thread's last-error message ("" if none).
 const char* lastErrorMessage();
 
@@ -113,13 +115,15 @@ orError_t invalidStream(const char* call);
 // The same for an event handle.
 orError_t invalidEvent(const char* call);
 
-// Ends every launch-like call (task, copy, memset) that enqueued `ticket` on `stream`: returns at
-// once, unless `mustComplete` or OPENREG_LAUNCH_BLOCKING asks for completion, in which case it
-// waits and returns the stream's task error, if any.
-orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete = false);
+// Every launch-like call (task, copy, memset) enqueues its operation here: returns at once,
+// unless `mustComplete` or OPENREG_LAUNCH_BLOCKING asks for completion, in which case it waits and
+// returns the operation's own failure, or else the stream's pending one.
+orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete = false);
 
 // Synchronizes every stream of `d`, returning the first pending task error.
 orError_t synchronizeDevice(Device& d);
+// Waits for every stream of `d`, leaving task errors pending.
+void waitForDevice(Device& d);
 
 // Drops destroyed streams that have drained from d.streams. Caller holds d.streamsMutex.
 void pruneStreamsLocked(Device& d);

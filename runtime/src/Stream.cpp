@@ -5,6 +5,7 @@
 
 #include "Event.h"
 #include "Executor.h"
+#include "Poison.h"
 #include "Runtime.h"
 
 namespace openreg {
@@ -12,8 +13,19 @@ namespace openreg {
 Stream::Stream(int device, int priority, bool isDefault, Executor& executor)
     : device_(device), priority_(priority), isDefault_(isDefault), executor_(executor) {}
 
+// Note [Bounded queues]
+// A host that launches faster than the device runs would otherwise queue without limit: 1.2 M
+// operations behind a stalled stream held 2.3 GB of host memory. As a GPU's launch queue does, a
+// stream holds at most OPENREG_QUEUE_DEPTH pending operations; a host thread that would pass it
+// waits for the oldest one to complete. A worker never waits (a task enqueueing on a full stream
+// of its own device would wait for itself).
 // [marker: stream-enqueue]
 std::uint64_t Stream::enqueue(StreamOp&& op) {
+  const auto depth = static_cast<std::uint64_t>(runtime().config.queueDepth);
+  const std::uint64_t submitted = submitted_.load(std::memory_order_relaxed);
+  if (submitted - completed_.load(std::memory_order_relaxed) >= depth && !onWorkerThread()) {
+    waitFor(submitted - depth + 1);
+  }
   bool wake = false;
   std::uint64_t ticket;
   {
@@ -67,7 +79,7 @@ void Stream::run() {
         // See Note [Event records]: the record is complete when the counter moves, so stamp the
         // time first and wake its waiters after.
         std::shared_ptr<EventRecord> record = std::move(op.record);
-        record->stamp();
+        record->stamp(pendingFailure());
         op = StreamOp{};
         ++cursor_;
         markCompleted();
@@ -79,8 +91,10 @@ void Stream::run() {
         // stream and clear running_ at any moment.
         std::shared_ptr<EventRecord> record = op.record;
         if (record->parkIfPending(shared_from_this())) return;  // resumed by record->wakeWaiters()
+        // See Note [Task errors]: a failure the waited-on stream had not reported comes along.
+        if (const FailureRef& failure = record->failure()) recordError(failure);
       } else {
-        execute(op);
+        runTask(op.task, op.outcome);
       }
       op = StreamOp{};  // release the task's captures now, not at the next batch
       ++cursor_;
@@ -105,46 +119,89 @@ bool Stream::awaitMoreWork() {
 }
 
 // Note [Task errors]
-// A task that throws is not fatal for the device (a real GPU's context would be, after a fault):
-// the first error message on a stream is kept until a synchronizing call on the stream or its
-// device (orStreamSynchronize, orStreamQuery, orDeviceSynchronize, a blocking launch, orFree,
-// orMemcpy) reports it as orErrorLaunchFailure, with the message
-// available from orGetLastErrorMessage. Reporting clears it. Later tasks on the stream still run,
-// so their results may be wrong; the caller decides what to do.
-void Stream::execute(StreamOp& op) {
-  switch (op.kind) {
-    case StreamOp::Kind::Run:
-      try {
-        op.task();
-      } catch (const std::exception& e) {
-        recordError(e.what());
-      } catch (...) {
-        recordError("a task threw a non-standard exception");
-      }
-      break;
-    case StreamOp::Kind::Record:
-    case StreamOp::Kind::Wait:
-      break;  // handled in run()
+// A task that throws is not fatal for the device (a real GPU's context would be, after a fault).
+// Its failure (Failure.h: the message, naming the device, and the task's category) goes three
+// ways, so that no value computed by or from the failed task is ever read as data:
+//  - the memory it writes is poisoned (Note [Poisoned memory] in Poison.h): any later task, copy
+//    or host read of those bytes fails with the same Failure instead of running;
+//  - the stream keeps its first unreported failure. The next synchronizing call on the stream or
+//    its device (orStreamSynchronize, orStreamQuery, orDeviceSynchronize, a blocking launch or
+//    copy) returns it as orErrorLaunchFailure with the message in orGetLastErrorMessage, and that
+//    report ends the stream's error state. Freeing memory never reports it;
+//  - an event recorded on the stream while the failure is unreported carries it: orEventQuery and
+//    orEventSynchronize return it, and a stream that waits on the record takes it as its own.
+// Later tasks that do not read poisoned memory still run: work independent of the failure is
+// not lost, and a test suite can go on after an expected failure once it has synchronized.
+// [marker: stream-run-task]
+void Stream::runTask(Task& task, FailureRef* outcome) {
+  PoisonMap& poison = poisonMap();
+  AccessList accesses;
+  const bool watched = task.declaresAccesses() && poison.active();
+  if (watched) {
+    task.accesses(accesses);
+    if (FailureRef failure = poison.findRead(accesses)) {
+      poison.poisonWrites(accesses, failure);  // does not run: its outputs are not data either
+      if (outcome != nullptr) *outcome = failure;
+      recordError(failure);
+      return;
+    }
   }
+  auto failure = std::make_shared<Failure>();
+  try {
+    task();
+    if (watched) poison.clearCovered(accesses);
+    return;
+  } catch (const TaskError& e) {
+    failure->message = e.what();
+    failure->category = e.category();
+  } catch (const std::exception& e) {
+    failure->message = e.what();
+  } catch (...) {
+    failure->message = "a task threw a non-standard exception";
+  }
+  failure->message =
+      "openreg: a task failed on device " + std::to_string(device_) + ": " + failure->message;
+  if (!watched) task.accesses(accesses);
+  poison.poisonWrites(accesses, failure);
+  if (outcome != nullptr) *outcome = failure;
+  recordError(failure);
 }
 
-void Stream::recordError(const char* what) {
+void Stream::recordError(const FailureRef& failure) {
   std::lock_guard<std::mutex> lock(errorMutex_);
   if (hasError_.load(std::memory_order_relaxed)) return;  // keep the first
-  error_ = "openreg: a task failed on device " + std::to_string(device_) + ": " + what;
+  error_ = failure;
   hasError_.store(true, std::memory_order_release);
+}
+
+FailureRef Stream::pendingFailure() {
+  if (!hasError_.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  return error_;
+}
+
+orError_t Stream::takeError(const FailureRef& own) {
+  if (own == nullptr) return takeError();
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (error_ == own) {
+      error_.reset();
+      hasError_.store(false, std::memory_order_release);
+    }
+  }
+  return report(*own);
 }
 
 orError_t Stream::takeError() {
   if (!hasError_.load(std::memory_order_acquire)) return orSuccess;
-  std::string message;
+  FailureRef failure;
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
     if (!hasError_.load(std::memory_order_relaxed)) return orSuccess;
-    message.swap(error_);
+    failure.swap(error_);
     hasError_.store(false, std::memory_order_release);
   }
-  return fail(orErrorLaunchFailure, std::move(message));
+  return report(*failure);
 }
 
 void Stream::markCompleted() {

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "Failure.h"
+
 namespace openreg {
 
 class EventRecord;
@@ -34,6 +36,7 @@ struct StreamOp {
   enum class Kind : std::uint8_t { Run, Record, Wait };
   Kind kind = Kind::Run;
   Task task;                            // Kind::Run
+  FailureRef* outcome = nullptr;        // Kind::Run: set to the task's failure, if it fails
   std::shared_ptr<EventRecord> record;  // Kind::Record and Kind::Wait
 };
 
@@ -50,7 +53,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
-  // Host side. Appends `op`; returns its ticket (the count of ops submitted including it).
+  // Host side. Appends `op`; returns its ticket (the count of ops submitted including it). When
+  // OPENREG_QUEUE_DEPTH operations are already pending, waits for the oldest to complete first
+  // (Note [Bounded queues]).
   std::uint64_t enqueue(StreamOp&& op);
   // True when every op submitted so far has completed.
   bool idle() const {
@@ -63,6 +68,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Moves a pending task error into the calling thread's last-error message: returns
   // orErrorLaunchFailure if there was one, else orSuccess. See Note [Task errors].
   orError_t takeError();
+  // For a caller that waited for its own task: that task's failure `own` if it failed (taken off
+  // the stream if it is the pending one), else as takeError(). So a blocking call reports its own
+  // failure whatever another thread's synchronization took.
+  orError_t takeError(const FailureRef& own);
+  // The pending failure, left pending (nullptr if none).
+  FailureRef pendingFailure();
 
   // Worker side. Hands a parked stream back to its executor (its event record completed).
   void resume();
@@ -71,11 +82,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void run();
 
  private:
-  void execute(StreamOp& op);
+  void runTask(Task& task, FailureRef* outcome);
   // Worker: spins briefly for new work on this stream; false if none came or others are ready.
   bool awaitMoreWork();
   void markCompleted();
-  void recordError(const char* what);
+  void recordError(const FailureRef& failure);
 
   const int device_;
   const int priority_;
@@ -101,7 +112,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   std::atomic<bool> hasError_{false};
   std::mutex errorMutex_;
-  std::string error_;  // guarded by errorMutex_
+  FailureRef error_;  // the first unreported failure; guarded by errorMutex_
 };
 
 }  // namespace openreg

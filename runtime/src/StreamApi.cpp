@@ -32,14 +32,19 @@ orError_t createStream(orStream_t* out, int priority) {
 namespace openreg {
 
 // [marker: launch]
-orError_t launchTask(orStream_t handle, Task&& task) {
+orError_t launchTask(orStream_t handle, Task&& task, bool wait) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("launch");
   if (!task) return fail(orErrorInvalidValue, "openreg: launch: empty task");
+  if (wait && onWorkerThread()) {
+    return fail(orErrorNotPermitted,
+                "openreg: launch: a task cannot wait for another task (it would wait for its own "
+                "worker)");
+  }
   StreamOp op;
   op.task = std::move(task);
-  return finishLaunch(*stream, stream->enqueue(std::move(op)));
+  return launchOp(*stream, std::move(op), wait);
 }
 
 }  // namespace openreg

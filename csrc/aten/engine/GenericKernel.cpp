@@ -24,8 +24,9 @@
 //     for the same seed.
 //  5. View operators without a kernel of their own go to the classic copying fallback (they are
 //     registered natively in Minimal.cpp where ATen has a generic implementation).
-// Errors a kernel raises inside a task surface at the next synchronization, naming the operator
-// (see Note [Task errors] in runtime/src/Stream.cpp).
+// Errors a kernel raises inside a task reach whoever reads what it wrote, and the next
+// synchronization, as the exception the CPU raises, naming the operator (see Note [Task errors]
+// in runtime/src/Stream.cpp and docs/errors.md).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "aten/KernelAlias.h"
+#include "aten/NativeKernel.h"
 #include "aten/engine/Arguments.h"
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/GenericKernel.h"
@@ -280,6 +282,8 @@ struct AsyncTask {
 
   void operator()() {
     try {
+      at::AutoDispatchBelowADInplaceOrView
+          guard;  // Note [Tasks run below autograd], NativeKernel.h
       std::vector<std::pair<at::Tensor, const KernelAliasSpec*>> aliases;
       torch::jit::Stack inputs;
       inputs.reserve(args.size() + outputs.size());
@@ -299,9 +303,29 @@ struct AsyncTask {
       } else {
         run(inputs, aliases);
       }
-    } catch (const std::exception& e) {
-      throw std::runtime_error(c10::toString(op.schema().operator_name()) + ": " + e.what());
+    } catch (...) {
+      rethrowAsTaskError(c10::toString(op.schema().operator_name()));
     }
+  }
+
+  // [marker: engine-task-accesses]
+  // What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h): every device
+  // tensor argument is read, except out= arguments; written arguments and new outputs are
+  // written. Asked for only when some memory is poisoned or the task failed.
+  void accesses(AccessList& out) const {
+    const auto& arguments = op.schema().arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      const auto* alias = arguments[i].alias_info();
+      const bool write = alias != nullptr && alias->isWrite();
+      const bool read = !arguments[i].is_out();
+      if (args[i].alias) {
+        out.push_back(memoryAccess(*args[i].alias, read, write));
+      } else if (!args[i].value.isTensor()) {  // lists hold kernel aliases; CPU scalars are clones
+        forEachTensor(args[i].value,
+                      [&](const at::Tensor& t) { out.push_back(memoryAccess(t, read, write)); });
+      }
+    }
+    for (const KernelAliasSpec& spec : outputs) out.push_back(memoryAccess(spec, false, true));
   }
 
  private:
@@ -502,6 +526,45 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   return answer;
 }
 
+// [marker: engine-empty-inputs]
+// Note [Errors of empty inputs]
+// Some CPU kernels refuse inputs for their shapes alone where the Meta kernel accepts them:
+// torch.empty(0, 3).max() raises at once on the CPU ("Expected reduction dim to be specified"),
+// while its Meta kernel answers a 0-dim result. Queued, the error would surface later, in another
+// call. When every device tensor of a call is empty, running the CPU kernel costs nothing: so a
+// signature seen for the first time (a shape-cache miss) runs it on empty CPU tensors of the same
+// layout, and its error, of the CPU's type, is raised at the call. Random operators are not run
+// twice. Calls with data are not covered: their CPU kernels' checks depend on values.
+void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                     c10::Device device) {
+  bool any = false, allEmpty = true;
+  for (const c10::IValue& arg : args) {
+    forEachTensor(arg, [&](const at::Tensor& t) {
+      if (!t.defined() || !isOpenReg(t)) return;
+      any = true;
+      allEmpty = allEmpty && t.numel() == 0;
+    });
+  }
+  if (!any || !allEmpty) return;
+  torch::jit::Stack s;
+  s.reserve(args.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      s.emplace_back(c10::Device(c10::kCPU));
+    } else {
+      s.push_back(mapTensors(arg, [](const at::Tensor& t) {
+        return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+      }));
+    }
+  }
+  try {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(kCpuKeys, &s);
+  } catch (const c10::Error&) {
+    rethrowNamingDevice(device, c10::toString(op.schema().operator_name()));
+  }
+}
+
 // [marker: engine-async]
 // Returns false (and changes nothing) when there are no shapes ahead: no Meta kernel, or one that
 // declines these inputs.
@@ -519,6 +582,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
     answer = askMeta(op, traits, args);
     if (!answer) return false;
+    if (!answer->declined && traits.generatorIndex < 0) checkEmptyOnCpu(op, args, device);
     if (keyed && answer->remember) traits.shapes.insert(std::move(signature), answer);
   }
   if (answer->declined) return false;
@@ -615,6 +679,19 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   const size_t nArgs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
   OPENREG_CHECK(orStreamSynchronize(getCurrentOpenRegStream(device.index()).stream()));
+  // [marker: engine-sync-poison]
+  // The kernel reads device memory on this thread: memory a failed task left behind raises its
+  // failure here, as a task reading it would (Note [Poisoned memory] in runtime/src/Poison.h).
+  AccessList accesses;
+  for (size_t i = 0; i < nArgs; ++i) {
+    const c10::Argument& argument = schema.arguments()[i];
+    const bool write = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+    forEachTensor(args[i], [&](const at::Tensor& t) {
+      if (t.defined() && isOpenReg(t))
+        accesses.push_back(memoryAccess(t, !argument.is_out(), write));
+    });
+  }
+  OPENREG_CHECK(checkHostAccesses(accesses));
 
   torch::jit::Stack s;
   s.reserve(nArgs);
@@ -681,11 +758,13 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
     const auto* alias = schema.returns()[i].alias_info();
     if (alias != nullptr && alias->isWrite()) continue;
     const c10::IValue& r = s.at(i);
+    // An undefined result (a workspace the kernel did not compute) stays undefined.
+    auto toDevice = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
     if (r.isTensor()) {
-      fresh.emplace_back(r.toTensor().to(device));
+      fresh.emplace_back(toDevice(r.toTensor()));
     } else if (r.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : r.toTensorList()) list.push_back(t.to(device));
+      for (const at::Tensor& t : r.toTensorList()) list.push_back(toDevice(t));
       fresh.emplace_back(list);
     } else {
       fresh.push_back(r);

@@ -4,20 +4,60 @@
 // lambda (a few pointers and sizes) allocates nothing. Larger callables, or ones whose move may
 // throw, are kept on the heap.
 //
-// A callable that throws does not take the worker down: the exception's message becomes the
-// stream's pending error, returned as orErrorLaunchFailure (with the message in
-// orGetLastErrorMessage) by the next synchronizing call on that stream or device. Later tasks on
-// the stream still run. See Note [Task errors] in runtime/src/Stream.cpp.
+// A callable that throws does not take the worker down. Its failure is kept on the stream (the
+// next synchronizing call returns it as orErrorLaunchFailure) and, when the callable declares the
+// memory it touches, it poisons what it writes: every later task or copy that reads those bytes
+// fails with the same error instead of running. See Note [Task errors] in
+// runtime/src/Stream.cpp and Note [Poisoned memory] in runtime/src/Poison.h.
 #pragma once
 
 #include <openreg/runtime.h>
 
 #include <cstddef>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace openreg {
+
+// One range of device memory a task touches. `ptr` is a device address or its kernel-window
+// alias (orGetKernelPointer); ranges outside every device are ignored.
+struct MemoryAccess {
+  const void* ptr = nullptr;
+  std::size_t bytes = 0;
+  bool read = false;
+  // Written. A write that stores every byte of the range (a dense output, not a strided view
+  // with gaps) is a `cover`: its success makes the range valid data again.
+  bool write = false;
+  bool cover = false;
+};
+
+// What a task declares it touches; see Note [Poisoned memory]. Asked for only when some memory is
+// poisoned or the task failed, so declaring costs nothing on the fast path.
+using AccessList = std::vector<MemoryAccess>;
+
+// A task may throw this to give its failure a category (an integer the runtime carries but does not
+// interpret; the PyTorch layer maps it to an exception type). Any other exception has category 0.
+class TaskError : public std::runtime_error {
+ public:
+  TaskError(int category, const std::string& what)
+      : std::runtime_error(what), category_(category) {}
+  int category() const noexcept { return category_; }
+
+ private:
+  int category_;
+};
+
+// The category of the failure orGetLastErrorMessage describes (0: none, or not a task's).
+OPENREG_RUNTIME_API int lastErrorCategory() noexcept;
+
+// For work that reads device memory on the host thread after synchronizing (a synchronous
+// fallback): orErrorLaunchFailure with the failure that poisoned any byte read, else orSuccess.
+// Covering writes are then taken as done: the caller writes them before it next synchronizes.
+OPENREG_RUNTIME_API orError_t checkHostAccesses(const AccessList& accesses);
 
 class Task {
  public:
@@ -58,6 +98,13 @@ class Task {
 
   explicit operator bool() const noexcept { return ops_ != nullptr; }
 
+  // Whether the callable declares its memory accesses: a member
+  // `void accesses(openreg::AccessList&) const`.
+  bool declaresAccesses() const noexcept { return ops_ != nullptr && ops_->accesses != nullptr; }
+  void accesses(AccessList& out) const {
+    if (declaresAccesses()) ops_->accesses(storage_, out);
+  }
+
   // Runs the callable. Calling an empty Task is a no-op.
   void operator()() {
     if (ops_ != nullptr) ops_->run(storage_);
@@ -75,7 +122,34 @@ class Task {
     void (*run)(void* self);
     void (*relocate)(void* dst, void* src) noexcept;  // move-construct into dst, destroy src
     void (*destroy)(void* self) noexcept;
+    void (*accesses)(const void* self, AccessList& out);  // nullptr: not declared
   };
+
+  template <class D, class = void>
+  struct HasAccesses : std::false_type {};
+  template <class D>
+  struct HasAccesses<
+      D, std::void_t<decltype(std::declval<const D&>().accesses(std::declval<AccessList&>()))>>
+      : std::true_type {};
+
+  template <class D>
+  static constexpr auto kAccessesOf = [] {
+    if constexpr (HasAccesses<D>::value) {
+      return +[](const void* self, AccessList& out) { static_cast<const D*>(self)->accesses(out); };
+    } else {
+      return static_cast<void (*)(const void*, AccessList&)>(nullptr);
+    }
+  }();
+  template <class D>
+  static constexpr auto kHeapAccessesOf = [] {
+    if constexpr (HasAccesses<D>::value) {
+      return +[](const void* self, AccessList& out) {
+        (*static_cast<const D* const*>(self))->accesses(out);
+      };
+    } else {
+      return static_cast<void (*)(const void*, AccessList&)>(nullptr);
+    }
+  }();
 
   template <class D>
   static constexpr bool fitsInline() {
@@ -91,6 +165,7 @@ class Task {
         static_cast<D*>(src)->~D();
       },
       [](void* self) noexcept { static_cast<D*>(self)->~D(); },
+      kAccessesOf<D>,
   };
 
   template <class D>
@@ -98,6 +173,7 @@ class Task {
       [](void* self) { (**static_cast<D**>(self))(); },
       [](void* dst, void* src) noexcept { *static_cast<D**>(dst) = *static_cast<D**>(src); },
       [](void* self) noexcept { delete *static_cast<D**>(self); },
+      kHeapAccessesOf<D>,
   };
 
   const Ops* ops_ = nullptr;
@@ -106,11 +182,21 @@ class Task {
 
 // Enqueues `task` on `stream` (0: the current device's default stream) and returns at once.
 // Errors as orLaunchHostFunc; on error the task is destroyed without running.
-OPENREG_RUNTIME_API orError_t launchTask(orStream_t stream, Task&& task);
+// With `wait`, returns once the task has run: orErrorLaunchFailure with the task's own failure
+// if it failed (whatever another thread's synchronization has reported meanwhile), else the
+// stream's pending failure, if any, as orStreamSynchronize would. Not from inside a task
+// (orErrorNotPermitted).
+OPENREG_RUNTIME_API orError_t launchTask(orStream_t stream, Task&& task, bool wait = false);
 
 template <class F>
 orError_t launch(orStream_t stream, F&& fn) {
   return launchTask(stream, Task(std::forward<F>(fn)));
+}
+
+// Launches and waits: see launchTask.
+template <class F>
+orError_t launchAndWait(orStream_t stream, F&& fn) {
+  return launchTask(stream, Task(std::forward<F>(fn)), /*wait=*/true);
 }
 
 }  // namespace openreg
