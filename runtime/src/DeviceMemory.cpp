@@ -53,11 +53,10 @@ orError_t DeviceMemory::allocate(std::size_t size, void** out, std::string* mess
   auto fit = reserved == 0 ? freeBySize_.end() : freeBySize_.lower_bound({reserved, 0});
   if (fit == freeBySize_.end()) {
     const std::size_t largest = freeBySize_.empty() ? 0 : freeBySize_.rbegin()->first;
-    *message = "openreg: out of memory on device " + std::to_string(device_) +
-               ": tried to allocate " + std::to_string(size) + " bytes; capacity " +
-               std::to_string(capacity_) + " bytes, " + std::to_string(inUse_) + " bytes held by " +
-               std::to_string(live_.size()) + " allocations, largest free range " +
-               std::to_string(largest) +
+    *message = "out of memory on device " + std::to_string(device_) + ": tried to allocate " +
+               std::to_string(size) + " bytes; capacity " + std::to_string(capacity_) + " bytes, " +
+               std::to_string(inUse_) + " bytes held by " + std::to_string(live_.size()) +
+               " allocations, largest free range " + std::to_string(largest) +
                " bytes. Free tensors or caches you no longer need, or raise OPENREG_DEVICE_MEMORY.";
     return orErrorMemoryAllocation;
   }

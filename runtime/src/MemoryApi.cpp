@@ -24,12 +24,14 @@ Side classify(const void* p, std::size_t count) {
   return side;
 }
 
-orError_t checkDeviceRange(const char* call, const Side& side, const void* p, std::size_t count) {
+// `parameter` names the pointer argument (dst, src, devPtr).
+orError_t checkDeviceRange(const char* call, const char* parameter, const Side& side, const void* p,
+                           std::size_t count) {
   if (side.device->memory.containsRange(p, count)) return orSuccess;
-  return fail(orErrorInvalidValue,
-              std::string("openreg: ") + call + ": the " + std::to_string(count) +
-                  "-byte range at device pointer is not inside one live allocation on device " +
-                  std::to_string(side.device->index));
+  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": the " +
+                                       std::to_string(count) + "-byte range at " + parameter +
+                                       " is not inside one live allocation on device " +
+                                       std::to_string(side.device->index));
 }
 
 const char* kindName(orMemcpyKind kind) {
@@ -65,13 +67,12 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
     return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": unknown orMemcpyKind " +
                                          std::to_string(requested));
   }
-  if (dst == nullptr || src == nullptr) {
-    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": null pointer");
-  }
+  if (dst == nullptr) return nullArgument(call, "dst");
+  if (src == nullptr) return nullArgument(call, "src");
   if (reinterpret_cast<std::uintptr_t>(dst) + count < reinterpret_cast<std::uintptr_t>(dst) ||
       reinterpret_cast<std::uintptr_t>(src) + count < reinterpret_cast<std::uintptr_t>(src)) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call + ": the size overflows the address space");
+    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": count " +
+                                         std::to_string(count) + " overflows the address space");
   }
   *d = classify(dst, count);
   *s = classify(src, count);
@@ -86,10 +87,10 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
                                                    " but the pointers are " + kindName(actual));
   }
   if (d->device != nullptr) {
-    if (orError_t e = checkDeviceRange(call, *d, dst, count); e != orSuccess) return e;
+    if (orError_t e = checkDeviceRange(call, "dst", *d, dst, count); e != orSuccess) return e;
   }
   if (s->device != nullptr) {
-    if (orError_t e = checkDeviceRange(call, *s, src, count); e != orSuccess) return e;
+    if (orError_t e = checkDeviceRange(call, "src", *s, src, count); e != orSuccess) return e;
   }
   return orSuccess;
 }
@@ -105,20 +106,39 @@ std::uint64_t enqueueCopy(Stream& stream, void* dst, const void* src, std::size_
   return stream.enqueue(std::move(op));
 }
 
+orError_t notDeviceMemory(const char* call) {
+  return fail(orErrorInvalidDevicePointer,
+              std::string("openreg: ") + call + ": devPtr is not device memory");
+}
+
+// orMemset and orMemsetAsync: validates and enqueues the fill, then ends as every launch does.
+orError_t enqueueMemset(const char* call, Stream& stream, void* devPtr, int value,
+                        std::size_t count, bool mustComplete) {
+  if (count == 0) return orSuccess;
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr) return notDeviceMemory(call);
+  if (orError_t e = checkDeviceRange(call, "devPtr", Side{d, false}, devPtr, count); e != orSuccess)
+    return e;
+  void* k = d->memory.toKernel(devPtr);
+  StreamOp op;
+  op.task = Task([k, value, count] { std::memset(k, value, count); });
+  return finishLaunch(stream, stream.enqueue(std::move(op)), mustComplete);
+}
+
 }  // namespace
 
 extern "C" {
 
 orError_t orMalloc(void** devPtr, size_t size) {
   OR_ENTER();
-  if (devPtr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(devPtr);
   if (size == 0) {
     *devPtr = nullptr;
     return orSuccess;
   }
   std::string message;
   const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
-  return e == orSuccess ? e : fail(e, std::move(message));
+  return e == orSuccess ? e : fail(e, "openreg: orMalloc: " + message);
 }
 
 orError_t orFree(void* devPtr) {
@@ -127,21 +147,21 @@ orError_t orFree(void* devPtr) {
   Device* d = deviceOfPointer(devPtr);
   if (d == nullptr || !d->memory.find(devPtr, nullptr)) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: the pointer is not a live device allocation (double free, or not "
+                "openreg: orFree: devPtr is not a live device allocation (double free, or not "
                 "from orMalloc)");
   }
   // Work queued on any stream of the device may still use the memory (cudaFree synchronizes too).
   const orError_t pending = synchronizeDevice(*d);
   if (d->memory.release(devPtr) != orSuccess) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: the pointer is not the start of a live device allocation");
+                "openreg: orFree: devPtr is not the start of a live device allocation");
   }
   return pending;
 }
 
 orError_t orMallocHost(void** ptr, size_t size) {
   OR_ENTER();
-  if (ptr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(ptr);
   if (size == 0) {
     *ptr = nullptr;
     return orSuccess;
@@ -158,8 +178,8 @@ orError_t orFreeHost(void* ptr) {
   if (ptr == nullptr) return orSuccess;
   if (!hostMemory().findRange(ptr, 0, nullptr, nullptr)) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: the pointer is not a live pinned allocation (double free, or "
-                "not from orMallocHost)");
+                "openreg: orFreeHost: ptr is not a live pinned allocation (double free, or not "
+                "from orMallocHost)");
   }
   orError_t pending = orSuccess;
   for (auto& d : runtime().devices) {
@@ -167,21 +187,21 @@ orError_t orFreeHost(void* ptr) {
   }
   if (hostMemory().release(ptr) != orSuccess) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: the pointer is not the start of a pinned allocation");
+                "openreg: orFreeHost: ptr is not the start of a pinned allocation");
   }
   return pending;
 }
 
 orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
   OR_ENTER();
-  if (attributes == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(attributes);
   *attributes = orPointerAttributes{};
   attributes->device = -1;
   if (Device* d = deviceOfPointer(ptr)) {
     DeviceMemory::Allocation a;
     if (!d->memory.find(ptr, &a)) {
       return fail(orErrorInvalidDevicePointer,
-                  "openreg: orPointerGetAttributes: the device pointer is in no live allocation");
+                  "openreg: orPointerGetAttributes: ptr is device memory in no live allocation");
     }
     attributes->type = orMemoryTypeDevice;
     attributes->device = d->index;
@@ -242,40 +262,22 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
   if (stream == nullptr) {
     return invalidStream("orMemsetAsync");
   }
-  if (count == 0) return orSuccess;
-  Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orMemsetAsync: the pointer is not device memory");
-  }
-  if (orError_t e = checkDeviceRange("orMemsetAsync", Side{d, false}, devPtr, count);
-      e != orSuccess)
-    return e;
-  void* k = d->memory.toKernel(devPtr);
-  StreamOp op;
-  op.task = Task([k, value, count] { std::memset(k, value, count); });
-  return finishLaunch(*stream, stream->enqueue(std::move(op)));
+  return enqueueMemset("orMemsetAsync", *stream, devPtr, value, count, /*mustComplete=*/false);
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
   OR_ENTER();
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr)
-    return fail(orErrorInvalidDevicePointer, "openreg: orMemset: the pointer is not device memory");
-  orStream_t handle = reinterpret_cast<orStream_t>(d->defaultStream->handle());
-  if (orError_t e = orMemsetAsync(devPtr, value, count, handle); e != orSuccess) return e;
-  return orStreamSynchronize(handle);
+  if (d == nullptr) return notDeviceMemory("orMemset");
+  return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
 }
 
 // [marker: get-kernel-pointer]
 orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
   OR_ENTER();
-  if (kernelPtr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(kernelPtr);
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orGetKernelPointer: the pointer is not device memory");
-  }
+  if (d == nullptr) return notDeviceMemory("orGetKernelPointer");
   *kernelPtr = d->memory.toKernel(devPtr);
   return orSuccess;
 }

@@ -107,6 +107,10 @@ orError_t fail(orError_t error, std::string message) {
   return error;
 }
 
+orError_t nullArgument(const char* call, const char* parameter) {
+  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": " + parameter + " is NULL");
+}
+
 const char* lastErrorMessage() {
   return tLastError.c_str();
 }

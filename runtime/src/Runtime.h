@@ -100,8 +100,22 @@ inline int currentDevice() {
 // The device whose range contains `p`, or nullptr. O(device count), lock-free.
 Device* deviceOfPointer(const void* p);
 
+// Note [Error messages]
+// orGetLastErrorMessage() must describe the call that just failed, never an older one, so every
+// error an API function returns goes through fail(), which sets the thread's message. A bare
+// `return orErrorInvalidValue;` would leave the previous failure's text in place, and the caller
+// would read a wrong explanation. Messages of argument errors start with "openreg: <function>: "
+// and name the parameter; two kinds carry someone else's words instead: orErrorLaunchFailure the
+// failed task's (Note [Task errors] in Stream.cpp) and orErrorInitializationError the
+// configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
+// ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer (runtime/tests/Fuzz.cpp)
+// check the rule.
+
+// [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
+// A NULL pointer argument: orErrorInvalidValue, "openreg: <call>: <parameter> is NULL".
+orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).
 const char* lastErrorMessage();
 
@@ -138,6 +152,13 @@ void pruneStreamsLocked(Device& d);
     if (const orError_t or_enter_error = ::openreg::ensureInitialized(); \
         or_enter_error != orSuccess)                                     \
       return or_enter_error;                                             \
+  } while (0)
+
+// A pointer argument must not be NULL; see Note [Error messages]. In an API function, __func__
+// is the function's C name.
+#define OR_REQUIRE_NOT_NULL(parameter)                                                \
+  do {                                                                                \
+    if ((parameter) == nullptr) return ::openreg::nullArgument(__func__, #parameter); \
   } while (0)
 
 }  // namespace openreg

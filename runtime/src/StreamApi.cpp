@@ -10,13 +10,16 @@ using namespace openreg;
 
 namespace {
 
-orError_t createStream(orStream_t* out, int priority) {
-  if (out == nullptr) return orErrorInvalidValue;
+orError_t createStream(const char* call, orStream_t* out, int priority) {
+  if (out == nullptr) return nullArgument(call, "stream");
   Device& d = device(currentDevice());
   priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
   auto stream = std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor);
   const std::uint64_t handle = runtime().streams.insert(stream);
-  if (handle == 0) return fail(orErrorMemoryAllocation, "openreg: too many live streams");
+  if (handle == 0) {
+    return fail(orErrorMemoryAllocation,
+                std::string("openreg: ") + call + ": too many live streams");
+  }
   stream->setHandle(handle);
   {
     std::lock_guard<std::mutex> lock(d.streamsMutex);
@@ -27,19 +30,24 @@ orError_t createStream(orStream_t* out, int priority) {
   return orSuccess;
 }
 
+// [marker: launch]
+// The one launch path, for openreg::launch and orLaunchHostFunc; `call` names the entry point.
+orError_t launchOn(const char* call, orStream_t handle, Task&& task) {
+  OR_ENTER();
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return invalidStream(call);
+  if (!task) return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": empty task");
+  StreamOp op;
+  op.task = std::move(task);
+  return finishLaunch(*stream, stream->enqueue(std::move(op)));
+}
+
 }  // namespace
 
 namespace openreg {
 
-// [marker: launch]
 orError_t launchTask(orStream_t handle, Task&& task) {
-  OR_ENTER();
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("launch");
-  if (!task) return fail(orErrorInvalidValue, "openreg: launch: empty task");
-  StreamOp op;
-  op.task = std::move(task);
-  return finishLaunch(*stream, stream->enqueue(std::move(op)));
+  return launchOn("openreg::launch", handle, std::move(task));
 }
 
 }  // namespace openreg
@@ -48,31 +56,31 @@ extern "C" {
 
 orError_t orStreamCreate(orStream_t* stream) {
   OR_ENTER();
-  return createStream(stream, kLeastStreamPriority);
+  return createStream("orStreamCreate", stream, kLeastStreamPriority);
 }
 
 orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
   OR_ENTER();
   if (flags != 0)
     return fail(orErrorInvalidValue, "openreg: orStreamCreateWithPriority: flags must be 0");
-  return createStream(stream, priority);
+  return createStream("orStreamCreateWithPriority", stream, priority);
 }
 
 orError_t orStreamGetPriority(orStream_t handle, int* priority) {
   OR_ENTER();
-  if (priority == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(priority);
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamGetPriority");
   *priority = stream->priority();
   return orSuccess;
 }
 
-orError_t orStreamGetDevice(orStream_t handle, int* index) {
+orError_t orStreamGetDevice(orStream_t handle, int* device) {
   OR_ENTER();
-  if (index == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(device);
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamGetDevice");
-  *index = stream->device();
+  *device = stream->device();
   return orSuccess;
 }
 
@@ -130,7 +138,7 @@ orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
     OR_ENTER();
     return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
   }
-  return launchTask(stream, Task([fn, arg] { fn(arg); }));
+  return launchOn("orLaunchHostFunc", stream, Task([fn, arg] { fn(arg); }));
 }
 
 }  // extern "C"
