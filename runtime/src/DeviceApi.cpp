@@ -59,7 +59,7 @@ orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
 }
 
 orError_t orDeviceSynchronize(void) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   return synchronizeDevice(device(currentDevice()));
 }
 

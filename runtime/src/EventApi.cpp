@@ -72,7 +72,7 @@ orError_t orEventQuery(orEvent_t handle) {
 }
 
 orError_t orEventSynchronize(orEvent_t handle) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventSynchronize");
   if (std::shared_ptr<EventRecord> record = event->latest()) {

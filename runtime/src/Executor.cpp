@@ -8,6 +8,13 @@
 #include "Stream.h"
 
 namespace openreg {
+namespace {
+thread_local bool tOnDeviceWorker = false;  // set once, when a worker starts
+}  // namespace
+
+bool onDeviceWorker() {
+  return tOnDeviceWorker;
+}
 
 Executor::Executor(int device, int workers, int spinMicros)
     : device_(device), spinMicros_(spinMicros) {
@@ -15,6 +22,7 @@ Executor::Executor(int device, int workers, int spinMicros)
     threads_.emplace_back([this, i] {
       const std::string name = "openreg" + std::to_string(device_) + "w" + std::to_string(i);
       pthread_setname_np(pthread_self(), name.c_str());
+      tOnDeviceWorker = true;  // See Note [Synchronizing inside a task]
       workerLoop();
     });
     threads_.back().detach();

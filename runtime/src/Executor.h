@@ -18,6 +18,19 @@ namespace openreg {
 
 class Stream;
 
+// Note [Synchronizing inside a task]
+// A task runs on a device worker, and a synchronizing call made from it (orFree, orFreeHost,
+// orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy, orMemset, and an
+// orMemcpyAsync that must complete because it touches pageable memory) would wait for work queued
+// behind the task itself, or for a stream the busy worker would have to serve: a deadlock that
+// CUDA leaves to the programmer. The runtime refuses them instead, with orErrorNotPermitted:
+// each worker marks its thread once when it starts, and the synchronizing entry points check the
+// mark (a thread_local read) before they wait. Under OPENREG_LAUNCH_BLOCKING a launch from inside
+// a task does not wait either (it would wait for its own stream); it runs asynchronously.
+
+// True on a device worker thread, i.e. inside a task.
+bool onDeviceWorker();
+
 class Executor {
  public:
   Executor(int device, int workers, int spinMicros);

@@ -142,7 +142,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
 }
 
 orError_t orFree(void* devPtr) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
   Device* d = deviceOfPointer(devPtr);
   if (d == nullptr || !d->memory.find(devPtr, nullptr)) {
@@ -174,7 +174,7 @@ orError_t orMallocHost(void** ptr, size_t size) {
 }
 
 orError_t orFreeHost(void* ptr) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
   if (!hostMemory().findRange(ptr, 0, nullptr, nullptr)) {
     return fail(orErrorInvalidValue,
@@ -240,11 +240,12 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
+  if (pageable && onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
   return finishLaunch(*stream, enqueueCopy(*stream, dst, src, count, d, s), pageable);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (count == 0) return orSuccess;
   Side d, s;
   if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
@@ -266,7 +267,7 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Device* d = deviceOfPointer(devPtr);
   if (d == nullptr) return notDeviceMemory("orMemset");
   return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);

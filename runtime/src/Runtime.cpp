@@ -111,6 +111,15 @@ orError_t nullArgument(const char* call, const char* parameter) {
   return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": " + parameter + " is NULL");
 }
 
+orError_t synchronizingInTask(const char* call) {
+  return fail(orErrorNotPermitted,
+              std::string("openreg: ") + call +
+                  ": synchronizing calls are forbidden inside a task (a function running on a "
+                  "device worker): it would wait for work queued behind the task itself. Make the "
+                  "call from the host, or use the asynchronous form (orMemcpyAsync with pinned "
+                  "memory, orMemsetAsync, orStreamWaitEvent).");
+}
+
 const char* lastErrorMessage() {
   return tLastError.c_str();
 }
@@ -146,7 +155,9 @@ orError_t invalidEvent(const char* call) {
 
 // [marker: finish-launch]
 orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete) {
-  if (!mustComplete && !runtime().config.launchBlocking) return orSuccess;
+  // A blocking launch from inside a task would wait for its own stream: see Note [Synchronizing
+  // inside a task]. Callers that must complete are refused there before they enqueue.
+  if (!mustComplete && (!runtime().config.launchBlocking || onDeviceWorker())) return orSuccess;
   stream.waitFor(ticket);
   return stream.takeError();
 }

@@ -118,6 +118,8 @@ orError_t fail(orError_t error, std::string message);
 orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).
 const char* lastErrorMessage();
+// orErrorNotPermitted for a synchronizing `call` made inside a task.
+orError_t synchronizingInTask(const char* call);
 
 // Resolves a stream handle (0: the current device's default stream). nullptr if not live.
 Stream* resolveStream(orStream_t handle);
@@ -152,6 +154,14 @@ void pruneStreamsLocked(Device& d);
     if (const orError_t or_enter_error = ::openreg::ensureInitialized(); \
         or_enter_error != orSuccess)                                     \
       return or_enter_error;                                             \
+  } while (0)
+
+// Synchronizing API functions begin with this instead of OR_ENTER: they are refused inside a
+// task, see Note [Synchronizing inside a task] in Executor.h.
+#define OR_ENTER_SYNCHRONIZING()                                                      \
+  do {                                                                                \
+    OR_ENTER();                                                                       \
+    if (::openreg::onDeviceWorker()) return ::openreg::synchronizingInTask(__func__); \
   } while (0)
 
 // A pointer argument must not be NULL; see Note [Error messages]. In an API function, __func__

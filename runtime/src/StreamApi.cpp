@@ -108,7 +108,7 @@ orError_t orStreamQuery(orStream_t handle) {
 }
 
 orError_t orStreamSynchronize(orStream_t handle) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamSynchronize");
   stream->waitFor(stream->submitted());

@@ -22,7 +22,8 @@
  *
  * Functions that must not be called from inside a task (a function running on a stream): every
  * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
- * orMemset, orFree, orFreeHost). As in CUDA, a task calling them may deadlock its own stream.
+ * orMemset, orFree, orFreeHost, and orMemcpyAsync with pageable memory). Where CUDA would deadlock
+ * the task's own stream, they return orErrorNotPermitted and do nothing.
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -58,7 +59,7 @@ typedef enum orError {
   orErrorInvalidMemcpyDirection = 7, /* the pointers do not match the orMemcpyKind given */
   orErrorInitializationError = 8,    /* bad configuration, or use in a child forked after init */
   orErrorLaunchFailure = 9,          /* a task failed; orGetLastErrorMessage says which and why */
-  orErrorNotPermitted = 10,          /* e.g. destroying a default stream */
+  orErrorNotPermitted = 10,          /* destroying a default stream; synchronizing in a task */
 } orError_t;
 
 /* A static string naming the code ("orErrorInvalidValue"); unknown codes give
@@ -165,8 +166,9 @@ OPENREG_RUNTIME_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t eve
                                                 unsigned int flags);
 
 /* The kernel launch: enqueues fn(arg) on `stream` and returns at once. fn runs on a device worker
- * thread, after all earlier work on the stream. fn must not call synchronizing runtime functions.
- * With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run. */
+ * thread, after all earlier work on the stream. Synchronizing runtime functions called by fn
+ * return orErrorNotPermitted. With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run
+ * (unless made from inside a task). */
 OPENREG_RUNTIME_API orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg);
 
 enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
