@@ -3,7 +3,9 @@
 #include <openreg/task.hpp>
 
 #include <cstring>
+#include <stdexcept>
 
+#include "GuardedCopy.h"
 #include "HostMemory.h"
 #include "Runtime.h"
 
@@ -96,14 +98,44 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
 }
 
 // [marker: copy-task]
-// Enqueues the copy on `stream`; the task sees both sides through kernel-window addresses.
-std::uint64_t enqueueCopy(Stream& stream, void* dst, const void* src, std::size_t count,
-                          const Side& d, const Side& s) {
+// Enqueues the copy on `stream`. The task sees device sides through kernel-window addresses and
+// copies with the host sides guarded (Note [Fault-guarded copies] in GuardedCopy.h). A caller
+// that waits for the copy passes `fault` to receive a fault; without one, a fault becomes the
+// stream's task error.
+std::uint64_t enqueueCopy(const char* call, Stream& stream, void* dst, const void* src,
+                          std::size_t count, const Side& d, const Side& s, CopyFault* fault) {
   void* kdst = d.device != nullptr ? d.device->memory.toKernel(dst) : dst;
   const void* ksrc = s.device != nullptr ? s.device->memory.toKernel(src) : src;
+  const bool hostDst = d.device == nullptr;
+  const bool hostSrc = s.device == nullptr;
   StreamOp op;
-  op.task = Task([kdst, ksrc, count] { std::memmove(kdst, ksrc, count); });
+  op.task = Task([call, kdst, ksrc, count, hostDst, hostSrc, fault] {
+    const CopyFault f = guardedCopy(kdst, hostDst, ksrc, hostSrc, count);
+    if (!f) return;
+    if (fault == nullptr) throw std::runtime_error(copyFaultMessage(call, f, kdst, ksrc, count));
+    *fault = f;
+  });
   return stream.enqueue(std::move(op));
+}
+
+// A copy that completes before the call returns: orMemcpy, and orMemcpyAsync with pageable memory.
+orError_t copyAndWait(const char* call, Stream& stream, void* dst, const void* src,
+                      std::size_t count, const Side& d, const Side& s) {
+  CopyFault fault;
+  const std::uint64_t ticket = enqueueCopy(call, stream, dst, src, count, d, s, &fault);
+  stream.waitFor(ticket);
+  // The copy's own fault first; a task error pending on the stream stays for the next
+  // synchronizing call to report.
+  if (fault) return fail(orErrorInvalidValue, copyFaultMessage(call, fault, dst, src, count));
+  return finishLaunch(stream, ticket, /*mustComplete=*/true);
+}
+
+// A host-to-host copy, made on the calling thread.
+orError_t hostCopy(const char* call, void* dst, const void* src, std::size_t count) {
+  if (const CopyFault fault = guardedCopy(dst, true, src, true, count)) {
+    return fail(orErrorInvalidValue, copyFaultMessage(call, fault, dst, src, count));
+  }
+  return orSuccess;
 }
 
 orError_t notDeviceMemory(const char* call) {
@@ -234,14 +266,17 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   if (orError_t e = checkCopy("orMemcpyAsync", dst, src, count, &kind, &d, &s); e != orSuccess)
     return e;
   if (kind == orMemcpyHostToHost && !d.pinned && !s.pinned) {
-    std::memmove(dst, src, count);  // CUDA runs pageable host-to-host copies synchronously too
-    return orSuccess;
+    return hostCopy("orMemcpyAsync", dst, src, count);  // synchronous in CUDA too
   }
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
-  if (pageable && onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
-  return finishLaunch(*stream, enqueueCopy(*stream, dst, src, count, d, s), pageable);
+  if (!pageable) {
+    return finishLaunch(*stream,
+                        enqueueCopy("orMemcpyAsync", *stream, dst, src, count, d, s, nullptr));
+  }
+  if (onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
+  return copyAndWait("orMemcpyAsync", *stream, dst, src, count, d, s);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
@@ -249,12 +284,9 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
   if (count == 0) return orSuccess;
   Side d, s;
   if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
-  if (kind == orMemcpyHostToHost) {
-    std::memmove(dst, src, count);
-    return orSuccess;
-  }
+  if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
-  return finishLaunch(stream, enqueueCopy(stream, dst, src, count, d, s), /*mustComplete=*/true);
+  return copyAndWait("orMemcpy", stream, dst, src, count, d, s);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
