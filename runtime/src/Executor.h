@@ -33,9 +33,14 @@ bool onDeviceWorker();
 
 class Executor {
  public:
+  // Starts the workers; throws std::system_error, having stopped those it started, when the
+  // system refuses a thread.
   Executor(int device, int workers, int spinMicros);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
+  // Stops and joins the workers, which must be idle. Devices live as long as the process (Note
+  // [Runtime initialization]): only a failed initialization destroys an executor.
+  ~Executor();
 
   // Queues an active stream for a worker.
   void schedule(std::shared_ptr<Stream> stream);
@@ -45,6 +50,7 @@ class Executor {
  private:
   void workerLoop();
   std::shared_ptr<Stream> tryPop();
+  void stopWorkers();
 
   const int device_;
   const int spinMicros_;
@@ -53,7 +59,8 @@ class Executor {
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0] high priority, [1] normal
   std::atomic<int> readyCount_{0};
   int sleepers_ = 0;                  // guarded by mutex_
-  std::vector<std::thread> threads_;  // never joined: workers live as long as the process
+  bool stopping_ = false;             // guarded by mutex_
+  std::vector<std::thread> threads_;  // joined only by ~Executor
 };
 
 }  // namespace openreg

@@ -9,7 +9,13 @@
 //  2. ready: each device's address space, workers and default stream exist. Every call that
 //     touches memory, streams or events gets here first.
 // Devices, their workers and the tables are never destroyed: worker threads may still run at
-// exit, and tearing them down from a static destructor would race with them.
+// exit, and tearing them down from a static destructor would race with them. The exception is a
+// failed step 2, which undoes itself: every device's memory is mapped before any worker starts,
+// and a failure unmaps what was mapped (and joins workers already started), so it leaves no
+// thread, mapping or file behind. Step 1 also rejects a configuration whose devices cannot fit
+// in the address space, so such a failure shows in the first device query, before any set-up.
+// After a failure every call, device queries included, returns orErrorInitializationError with
+// the reason, and the PyTorch layer's device_count(), asked after the failure, says 0.
 // A child forked after step 2 inherits the memory but not the worker threads, so every call in it
 // that needs step 2 returns orErrorInitializationError with a message saying to use spawn; device
 // queries keep working, as torch.cuda.device_count() does in such a child. A child forked before
