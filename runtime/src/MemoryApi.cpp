@@ -177,16 +177,20 @@ orError_t orFree(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr || !d->memory.find(devPtr, nullptr)) {
+  DeviceMemory::Allocation a;
+  // Checked before synchronizing: a rejected free must not consume a pending task error.
+  if (d == nullptr || !d->memory.find(devPtr, &a) ||
+      a.base != reinterpret_cast<std::uintptr_t>(devPtr)) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr is not a live device allocation (double free, or not "
-                "from orMalloc)");
+                "openreg: orFree: devPtr is not the start of a live device allocation (an interior "
+                "pointer, a double free, or not from orMalloc)");
   }
-  // Work queued on any stream of the device may still use the memory (cudaFree synchronizes too).
-  const orError_t pending = synchronizeDevice(*d);
+  // Work queued on a stream of any device may still use the memory, since every device reaches
+  // every device's memory (cudaFree synchronizes too).
+  const orError_t pending = synchronizeAllDevices();
   if (d->memory.release(devPtr) != orSuccess) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr is not the start of a live device allocation");
+                "openreg: orFree: devPtr was freed by another thread meanwhile (double free)");
   }
   return pending;
 }
@@ -208,18 +212,16 @@ orError_t orMallocHost(void** ptr, size_t size) {
 orError_t orFreeHost(void* ptr) {
   OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
-  if (!hostMemory().findRange(ptr, 0, nullptr, nullptr)) {
+  void* base = nullptr;
+  if (!hostMemory().findRange(ptr, 0, &base, nullptr) || base != ptr) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: ptr is not a live pinned allocation (double free, or not "
-                "from orMallocHost)");
+                "openreg: orFreeHost: ptr is not the start of a live pinned allocation (an "
+                "interior pointer, a double free, or not from orMallocHost)");
   }
-  orError_t pending = orSuccess;
-  for (auto& d : runtime().devices) {
-    if (orError_t e = synchronizeDevice(*d); e != orSuccess && pending == orSuccess) pending = e;
-  }
+  const orError_t pending = synchronizeAllDevices();  // copies queued on any stream may use it
   if (hostMemory().release(ptr) != orSuccess) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: ptr is not the start of a pinned allocation");
+                "openreg: orFreeHost: ptr was freed by another thread meanwhile (double free)");
   }
   return pending;
 }

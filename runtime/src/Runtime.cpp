@@ -200,4 +200,12 @@ orError_t synchronizeDevice(Device& d) {
   return result;
 }
 
+orError_t synchronizeAllDevices() {
+  orError_t result = orSuccess;
+  for (auto& d : runtime().devices) {
+    if (orError_t e = synchronizeDevice(*d); e != orSuccess && result == orSuccess) result = e;
+  }
+  return result;
+}
+
 }  // namespace openreg

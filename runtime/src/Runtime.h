@@ -142,6 +142,8 @@ orError_t finishLaunch(Stream& stream, std::uint64_t ticket, bool mustComplete =
 
 // Synchronizes every stream of `d`, returning the first pending task error.
 orError_t synchronizeDevice(Device& d);
+// The same for every device (orFree, orFreeHost: any device may use any memory).
+orError_t synchronizeAllDevices();
 
 // Drops destroyed streams that have drained from d.streams. Caller holds d.streamsMutex.
 void pruneStreamsLocked(Device& d);

@@ -233,9 +233,9 @@ typedef struct orPointerAttributes {
  * what is held). Never touches host memory. */
 OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
 
-/* Frees an allocation from orMalloc, after synchronizing its device (as cudaFree does). NULL is a
- * no-op. orErrorInvalidDevicePointer for anything else that is not the start of a live
- * allocation, including a second free. */
+/* Frees an allocation from orMalloc, after synchronizing every device (as cudaFree does; work on
+ * any device may use it). NULL is a no-op. orErrorInvalidDevicePointer for anything else that is
+ * not the start of a live allocation, including a second free. */
 OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
