@@ -46,6 +46,14 @@
 #include <thread>
 #include <vector>
 
+extern "C" {  // FuzzCCalls.c
+const char* fuzzErrorName(int code);
+const char* fuzzErrorString(int code);
+orError_t fuzzMemcpyWithKind(void* dst, const void* src, size_t count, int kind);
+orError_t fuzzMemcpyAsyncWithKind(void* dst, const void* src, size_t count, int kind,
+                                  orStream_t stream);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -776,11 +784,9 @@ class Fuzzer {
     call("orMemcpy", kValue, [&] { return orMemcpy(host, nullptr, 8, orMemcpyDefault); });
     const int badKinds[] = {-1, 5, 42, INT_MIN, INT_MAX};
     const int kind = badKinds[below(5)];
-    orMemcpyKind k;
-    std::memcpy(&k, &kind, sizeof k);  // what a C caller can pass
-    call("orMemcpy", kValue, [&] { return orMemcpy(host, host + 64, 8, k); });
-    call("orMemcpyAsync", kValue | kHandle,
-         [&] { return orMemcpyAsync(host, host + 64, 8, k, nullptr); });
+    call("orMemcpy", kValue, [&] { return fuzzMemcpyWithKind(host, host + 64, 8, kind); });
+    call("orMemcpyAsync", kValue,
+         [&] { return fuzzMemcpyAsyncWithKind(host, host + 64, 8, kind, nullptr); });
     call("orMemcpyAsync", kHandle, [&] {
       return orMemcpyAsync(host, host + 64, 8, orMemcpyHostToHost, staleOrGarbageStream());
     });
@@ -1252,11 +1258,9 @@ class Fuzzer {
 
   void opMisc() {
     const int code = chance(50) ? static_cast<int>(below(12)) : static_cast<int>(rng_());
-    orError_t e;
-    std::memcpy(&e, &code, sizeof e);
-    if (orGetErrorName(e) == nullptr || orGetErrorString(e) == nullptr) die("NULL error name");
+    if (fuzzErrorName(code) == nullptr || fuzzErrorString(code) == nullptr) die("NULL error name");
     if (code >= 0 && code <= orErrorNotPermitted &&
-        std::strcmp(orGetErrorName(e), "orErrorUnknownCode") == 0) {
+        std::strcmp(fuzzErrorName(code), "orErrorUnknownCode") == 0) {
       die("a documented code without a name");
     }
     int version = 0;
