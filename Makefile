@@ -10,7 +10,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python sanitize check-docs check-format format demo tour bench conformance clean
+.PHONY: all setup build test test-runtime test-python sanitize fuzz check-docs check-format format demo tour bench conformance clean
 
 all: build
 
@@ -50,6 +50,13 @@ sanitize: setup build/asan/CMakeCache.txt build/tsan/CMakeCache.txt
 	cd build/asan && $(SANITIZER_ENV) ctest -j $(JOBS) --output-on-failure
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && $(SANITIZER_ENV) ctest -j $(JOBS) --output-on-failure
+
+# The runtime's fuzzer for FUZZ_SECONDS (default 600) under ASan and UBSan; `make test` runs it for
+# 20 s in each tree. FUZZ_SEED replays a failing seed (docs/runtime.md, "The fuzzer").
+FUZZ_SECONDS ?= 600
+fuzz: setup build/asan/CMakeCache.txt
+	cmake --build build/asan -j $(JOBS) --target runtime_fuzz
+	$(SANITIZER_ENV) build/asan/runtime/runtime_fuzz --seconds $(FUZZ_SECONDS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 test-python: build
 	$(PYTHON) -m pytest -q tests

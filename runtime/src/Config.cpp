@@ -89,6 +89,31 @@ bool readBytes(const char* name, std::size_t& out, std::string* error) {
   return true;
 }
 
+// [marker: address-space-budget]
+// Each device maps its capacity twice (Note [Device address space]). The user address space is
+// 128 TiB with 4-level page tables; the devices may take half of it, leaving the rest to the
+// process (and to a sanitizer's shadow memory). Checked with the configuration, so a
+// configuration that cannot be set up fails at the first device query, before any device exists.
+constexpr std::uint64_t kAddressSpaceBudget = std::uint64_t{64} << 40;
+
+std::string checkAddressSpace(const Config& config) {
+  const std::uint64_t needed = std::uint64_t{2} * static_cast<std::uint64_t>(config.deviceCount) *
+                               static_cast<std::uint64_t>(config.deviceMemory);
+  if (needed <= kAddressSpaceBudget) return {};
+  const char* count = std::getenv("OPENREG_DEVICE_COUNT");
+  const char* memory = std::getenv("OPENREG_DEVICE_MEMORY");
+  return "openreg: OPENREG_DEVICE_COUNT=" +
+         (count != nullptr && *count != '\0' ? std::string(count)
+                                             : std::to_string(config.deviceCount)) +
+         " devices of OPENREG_DEVICE_MEMORY=" +
+         (memory != nullptr && *memory != '\0' ? std::string(memory)
+                                               : std::to_string(config.deviceMemory)) +
+         " need " + std::to_string(needed >> 40) +
+         " TiB of address space (each device maps its memory twice), more than the " +
+         std::to_string(kAddressSpaceBudget >> 40) +
+         " TiB the runtime may take: lower OPENREG_DEVICE_COUNT or OPENREG_DEVICE_MEMORY.";
+}
+
 }  // namespace
 
 std::size_t defaultDeviceMemory() {
@@ -109,7 +134,7 @@ std::string readConfigFromEnvironment(Config& out) {
       readBool("OPENREG_LAUNCH_BLOCKING", out.launchBlocking, &error) &&
       readBool("OPENREG_FAULT_HANDLER", out.faultHandler, &error) &&
       readInt("OPENREG_QUEUE_DEPTH", 1, 1 << 24, out.queueDepth, &error)) {
-    return {};
+    return checkAddressSpace(out);
   }
   return error;
 }

@@ -8,9 +8,10 @@
 using namespace openreg;
 
 namespace {
-orError_t invalidDevice(int index) {
-  return fail(orErrorInvalidDevice, "openreg: invalid device index " + std::to_string(index) +
-                                        ": there are " + std::to_string(deviceCount()) +
+orError_t invalidDevice(const char* call, int index) {
+  return fail(orErrorInvalidDevice, std::string("openreg: ") + call + ": invalid device index " +
+                                        std::to_string(index) + ": there are " +
+                                        std::to_string(deviceCount()) +
                                         " devices (set OPENREG_DEVICE_COUNT for more)");
 }
 }  // namespace
@@ -24,29 +25,29 @@ orError_t orInit(unsigned int flags) {
 
 orError_t orGetDeviceCount(int* count) {
   OR_ENTER_CONFIGURED();
-  if (count == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(count);
   *count = deviceCount();
   return orSuccess;
 }
 
-orError_t orSetDevice(int index) {
+orError_t orSetDevice(int device) {
   OR_ENTER_CONFIGURED();
-  if (index < 0 || index >= deviceCount()) return invalidDevice(index);
-  currentDeviceSlot() = index;
+  if (device < 0 || device >= deviceCount()) return invalidDevice("orSetDevice", device);
+  currentDeviceSlot() = device;
   return orSuccess;
 }
 
-orError_t orGetDevice(int* index) {
+orError_t orGetDevice(int* device) {
   OR_ENTER_CONFIGURED();
-  if (index == nullptr) return orErrorInvalidValue;
-  *index = currentDevice();
+  OR_REQUIRE_NOT_NULL(device);
+  *device = currentDevice();
   return orSuccess;
 }
 
-orError_t orGetDeviceProperties(orDeviceProp* prop, int index) {
+orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
   OR_ENTER_CONFIGURED();
-  if (prop == nullptr) return orErrorInvalidValue;
-  if (index < 0 || index >= deviceCount()) return invalidDevice(index);
+  OR_REQUIRE_NOT_NULL(prop);
+  if (device < 0 || device >= deviceCount()) return invalidDevice("orGetDeviceProperties", device);
   *prop = orDeviceProp{};
   std::snprintf(prop->name, sizeof(prop->name), "OpenReg Emulated Device");
   prop->totalGlobalMem = runtime().config.deviceMemory;
@@ -58,13 +59,14 @@ orError_t orGetDeviceProperties(orDeviceProp* prop, int index) {
 }
 
 orError_t orDeviceSynchronize(void) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   return synchronizeDevice(device(currentDevice()));
 }
 
 orError_t orMemGetInfo(size_t* free, size_t* total) {
   OR_ENTER();
-  if (free == nullptr || total == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(free);
+  OR_REQUIRE_NOT_NULL(total);
   const DeviceMemory& memory = device(currentDevice()).memory;
   *total = memory.capacity();
   *free = memory.capacity() - memory.bytesInUse();
@@ -80,8 +82,8 @@ orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriori
 
 orError_t orDeviceGetDefaultStream(int index, orStream_t* stream) {
   OR_ENTER();
-  if (stream == nullptr) return orErrorInvalidValue;
-  if (index < 0 || index >= deviceCount()) return invalidDevice(index);
+  OR_REQUIRE_NOT_NULL(stream);
+  if (index < 0 || index >= deviceCount()) return invalidDevice("orDeviceGetDefaultStream", index);
   *stream = reinterpret_cast<orStream_t>(device(index).defaultStream->handle());
   return orSuccess;
 }

@@ -11,26 +11,47 @@ namespace openreg {
 
 std::string DeviceMemory::map(int device, std::size_t capacity) {
   device_ = device;
-  capacity_ = capacity;
   const std::string name = "openreg-device-" + std::to_string(device);
   memfd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (memfd_ < 0) return "memfd_create failed: " + std::string(std::strerror(errno));
+  std::string error;
   if (ftruncate(memfd_, static_cast<off_t>(capacity)) != 0) {
-    return "ftruncate of the device memory file failed: " + std::string(std::strerror(errno));
+    error = "ftruncate of the device memory file failed: " + std::string(std::strerror(errno));
+    unmap();
+    return error;
   }
   // [marker: device-range-reservation]
   void* range =
       mmap(nullptr, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (range == MAP_FAILED)
-    return "reserving the device range failed: " + std::string(std::strerror(errno));
+  if (range == MAP_FAILED) {
+    error = "reserving the device range failed: " + std::string(std::strerror(errno));
+    unmap();
+    return error;
+  }
+  rangeBase_ = reinterpret_cast<std::uintptr_t>(range);
+  capacity_ = capacity;
   void* window =
       mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd_, 0);
-  if (window == MAP_FAILED)
-    return "mapping the kernel window failed: " + std::string(std::strerror(errno));
-  rangeBase_ = reinterpret_cast<std::uintptr_t>(range);
+  if (window == MAP_FAILED) {
+    error = "mapping the kernel window failed: " + std::string(std::strerror(errno));
+    unmap();
+    return error;
+  }
   windowDelta_ = reinterpret_cast<std::uintptr_t>(window) - rangeBase_;
   insertFree(0, capacity);
   return {};
+}
+
+void DeviceMemory::unmap() {
+  if (windowDelta_ != 0) munmap(reinterpret_cast<void*>(rangeBase_ + windowDelta_), capacity_);
+  if (rangeBase_ != 0) munmap(reinterpret_cast<void*>(rangeBase_), capacity_);
+  if (memfd_ >= 0) close(memfd_);
+  memfd_ = -1;
+  rangeBase_ = 0;
+  capacity_ = 0;
+  windowDelta_ = 0;
+  freeByOffset_.clear();
+  freeBySize_.clear();
 }
 
 void DeviceMemory::insertFree(std::size_t offset, std::size_t length) {
@@ -53,11 +74,10 @@ orError_t DeviceMemory::allocate(std::size_t size, void** out, std::string* mess
   auto fit = reserved == 0 ? freeBySize_.end() : freeBySize_.lower_bound({reserved, 0});
   if (fit == freeBySize_.end()) {
     const std::size_t largest = freeBySize_.empty() ? 0 : freeBySize_.rbegin()->first;
-    *message = "openreg: out of memory on device " + std::to_string(device_) +
-               ": tried to allocate " + std::to_string(size) + " bytes; capacity " +
-               std::to_string(capacity_) + " bytes, " + std::to_string(inUse_) + " bytes held by " +
-               std::to_string(live_.size()) + " allocations, largest free range " +
-               std::to_string(largest) +
+    *message = "out of memory on device " + std::to_string(device_) + ": tried to allocate " +
+               std::to_string(size) + " bytes; capacity " + std::to_string(capacity_) + " bytes, " +
+               std::to_string(inUse_) + " bytes held by " + std::to_string(live_.size()) +
+               " allocations, largest free range " + std::to_string(largest) +
                " bytes. Free tensors or caches you no longer need, or raise OPENREG_DEVICE_MEMORY.";
     return orErrorMemoryAllocation;
   }

@@ -39,9 +39,14 @@ class DeviceMemory {
   DeviceMemory() = default;
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
+  // Devices live as long as the process; only a failed initialization destroys one.
+  ~DeviceMemory() { unmap(); }
 
-  // Creates the mappings. Returns "" on success, else what failed.
+  // Creates the mappings. Returns "" on success, else what failed, having undone the rest.
   std::string map(int device, std::size_t capacity);
+  // Removes the mappings and closes the memory file. For a failed initialization: no allocation
+  // may be live and no task may run.
+  void unmap();
 
   // --- O(1), lock-free ------------------------------------------------------------------------
   bool contains(const void* p) const {

@@ -46,7 +46,7 @@ const char* orGetLastErrorMessage(void) {
 }
 
 orError_t orRuntimeGetVersion(int* version) {
-  if (version == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(version);
   *version = OPENREG_RUNTIME_VERSION;
   return orSuccess;
 }

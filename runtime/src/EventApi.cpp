@@ -11,26 +11,33 @@ Event* findEvent(orEvent_t handle) {
   return runtime().events.find(reinterpret_cast<std::uint64_t>(handle));
 }
 
+orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
+  OR_ENTER();
+  if (event == nullptr) return nullArgument(call, "event");
+  if ((flags & ~static_cast<unsigned>(orEventDisableTiming)) != 0) {
+    return fail(orErrorInvalidValue,
+                std::string("openreg: ") + call + ": unknown flags " + std::to_string(flags));
+  }
+  auto created = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0);
+  const std::uint64_t handle = runtime().events.insert(std::move(created));
+  if (handle == 0) {
+    return fail(orErrorMemoryAllocation,
+                std::string("openreg: ") + call + ": too many live events");
+  }
+  *event = reinterpret_cast<orEvent_t>(handle);
+  return orSuccess;
+}
+
 }  // namespace
 
 extern "C" {
 
 orError_t orEventCreate(orEvent_t* event) {
-  return orEventCreateWithFlags(event, orEventDefault);
+  return createEvent("orEventCreate", event, orEventDefault);
 }
 
-orError_t orEventCreateWithFlags(orEvent_t* out, unsigned int flags) {
-  OR_ENTER();
-  if (out == nullptr) return orErrorInvalidValue;
-  if ((flags & ~static_cast<unsigned>(orEventDisableTiming)) != 0) {
-    return fail(orErrorInvalidValue,
-                "openreg: orEventCreateWithFlags: unknown flags " + std::to_string(flags));
-  }
-  auto event = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0);
-  const std::uint64_t handle = runtime().events.insert(std::move(event));
-  if (handle == 0) return fail(orErrorMemoryAllocation, "openreg: too many live events");
-  *out = reinterpret_cast<orEvent_t>(handle);
-  return orSuccess;
+orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
+  return createEvent("orEventCreateWithFlags", event, flags);
 }
 
 // [marker: event-record]
@@ -67,7 +74,7 @@ orError_t orEventQuery(orEvent_t handle) {
 }
 
 orError_t orEventSynchronize(orEvent_t handle) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventSynchronize");
   if (std::shared_ptr<EventRecord> record = event->latest()) {
@@ -79,7 +86,7 @@ orError_t orEventSynchronize(orEvent_t handle) {
 
 orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHandle) {
   OR_ENTER();
-  if (ms == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(ms);
   Event* start = findEvent(startHandle);
   Event* end = findEvent(endHandle);
   if (start == nullptr || end == nullptr) return invalidEvent("orEventElapsedTime");

@@ -9,24 +9,42 @@
 
 namespace openreg {
 namespace {
-thread_local bool tWorker = false;
+thread_local bool tOnDeviceWorker = false;  // set once, when a worker starts
 }  // namespace
 
-bool onWorkerThread() {
-  return tWorker;
+bool onDeviceWorker() {
+  return tOnDeviceWorker;
 }
 
 Executor::Executor(int device, int workers, int spinMicros)
     : device_(device), spinMicros_(spinMicros) {
-  for (int i = 0; i < workers; ++i) {
-    threads_.emplace_back([this, i] {
-      const std::string name = "openreg" + std::to_string(device_) + "w" + std::to_string(i);
-      pthread_setname_np(pthread_self(), name.c_str());
-      tWorker = true;
-      workerLoop();
-    });
-    threads_.back().detach();
+  try {
+    for (int i = 0; i < workers; ++i) {
+      threads_.emplace_back([this, i] {
+        const std::string name = "openreg" + std::to_string(device_) + "w" + std::to_string(i);
+        pthread_setname_np(pthread_self(), name.c_str());
+        tOnDeviceWorker = true;  // See Note [Synchronizing inside a task]
+        workerLoop();
+      });
+    }
+  } catch (...) {
+    stopWorkers();  // a constructor that throws runs no destructor
+    throw;
   }
+}
+
+Executor::~Executor() {
+  stopWorkers();
+}
+
+void Executor::stopWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
 
 void Executor::schedule(std::shared_ptr<Stream> stream) {
@@ -69,11 +87,12 @@ void Executor::workerLoop() {
 #endif
       }
       std::unique_lock<std::mutex> lock(mutex_);
-      if (ready_[0].empty() && ready_[1].empty()) {
+      if (ready_[0].empty() && ready_[1].empty() && !stopping_) {
         ++sleepers_;
-        cv_.wait(lock, [this] { return !ready_[0].empty() || !ready_[1].empty(); });
+        cv_.wait(lock, [this] { return !ready_[0].empty() || !ready_[1].empty() || stopping_; });
         --sleepers_;
       }
+      if (stopping_) return;
       continue;
     }
     stream->run();

@@ -18,14 +18,29 @@ namespace openreg {
 
 class Stream;
 
-// True on a device worker thread (inside a task, or between tasks).
-bool onWorkerThread();
+// Note [Synchronizing inside a task]
+// A task runs on a device worker, and a synchronizing call made from it (orFree, orFreeHost,
+// orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy, orMemset, and an
+// orMemcpyAsync that must complete because it touches pageable memory) would wait for work queued
+// behind the task itself, or for a stream the busy worker would have to serve: a deadlock that
+// CUDA leaves to the programmer. The runtime refuses them instead, with orErrorNotPermitted:
+// each worker marks its thread once when it starts, and the synchronizing entry points check the
+// mark (a thread_local read) before they wait. Under OPENREG_LAUNCH_BLOCKING a launch from inside
+// a task does not wait either (it would wait for its own stream); it runs asynchronously.
+
+// True on a device worker thread, i.e. inside a task.
+bool onDeviceWorker();
 
 class Executor {
  public:
+  // Starts the workers; throws std::system_error, having stopped those it started, when the
+  // system refuses a thread.
   Executor(int device, int workers, int spinMicros);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
+  // Stops and joins the workers, which must be idle. Devices live as long as the process (Note
+  // [Runtime initialization]): only a failed initialization destroys an executor.
+  ~Executor();
 
   // Queues an active stream for a worker.
   void schedule(std::shared_ptr<Stream> stream);
@@ -35,6 +50,7 @@ class Executor {
  private:
   void workerLoop();
   std::shared_ptr<Stream> tryPop();
+  void stopWorkers();
 
   const int device_;
   const int spinMicros_;
@@ -43,7 +59,8 @@ class Executor {
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0] high priority, [1] normal
   std::atomic<int> readyCount_{0};
   int sleepers_ = 0;                  // guarded by mutex_
-  std::vector<std::thread> threads_;  // never joined: workers live as long as the process
+  bool stopping_ = false;             // guarded by mutex_
+  std::vector<std::thread> threads_;  // joined only by ~Executor
 };
 
 }  // namespace openreg

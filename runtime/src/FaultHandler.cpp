@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "GuardedCopy.h"
 #include "Runtime.h"
 
 namespace openreg {
@@ -18,9 +19,10 @@ namespace {
 // no lock). For a device address it writes one report to stderr, naming the device and the
 // allocation, then restores the default action and returns: the instruction faults again and
 // the process dies with SIGSEGV as it would have, so debuggers and core dumps still see the
-// original fault. Any other fault goes, untouched, to the handler that was installed before
-// ours. Only async-signal-safe calls are made; the allocation lookup uses a try-lock and says so
-// when the allocator is busy.
+// original fault. A fault in a runtime copy on its host side is turned into an error for the
+// caller (Note [Fault-guarded copies] in GuardedCopy.h). Any other fault goes, untouched, to the
+// handler that was installed before ours. Only async-signal-safe calls are made; the allocation
+// lookup uses a try-lock and says so when the allocator is busy.
 struct sigaction gPrevious[2];  // [0] SIGSEGV, [1] SIGBUS
 
 class Line {
@@ -93,6 +95,7 @@ void passOn(int sig, siginfo_t* info, void* context) {
 
 // [marker: fault-handler]
 void onFault(int sig, siginfo_t* info, void* context) {
+  escapeGuardedCopy(info);  // returns unless a runtime copy faulted on its host side
   if (detail::gState.load(std::memory_order_acquire) == detail::State::Ready) {
     for (const auto& d : runtime().devices) {
       if (d->memory.contains(info->si_addr)) {

@@ -3,7 +3,9 @@
 #include <openreg/task.hpp>
 
 #include <cstring>
+#include <stdexcept>
 
+#include "GuardedCopy.h"
 #include "HostMemory.h"
 #include "Poison.h"
 #include "Runtime.h"
@@ -25,12 +27,14 @@ Side classify(const void* p, std::size_t count) {
   return side;
 }
 
-orError_t checkDeviceRange(const char* call, const Side& side, const void* p, std::size_t count) {
+// `parameter` names the pointer argument (dst, src, devPtr).
+orError_t checkDeviceRange(const char* call, const char* parameter, const Side& side, const void* p,
+                           std::size_t count) {
   if (side.device->memory.containsRange(p, count)) return orSuccess;
-  return fail(orErrorInvalidValue,
-              std::string("openreg: ") + call + ": the " + std::to_string(count) +
-                  "-byte range at device pointer is not inside one live allocation on device " +
-                  std::to_string(side.device->index));
+  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": the " +
+                                       std::to_string(count) + "-byte range at " + parameter +
+                                       " is not inside one live allocation on device " +
+                                       std::to_string(side.device->index));
 }
 
 const char* kindName(orMemcpyKind kind) {
@@ -66,13 +70,12 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
     return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": unknown orMemcpyKind " +
                                          std::to_string(requested));
   }
-  if (dst == nullptr || src == nullptr) {
-    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": null pointer");
-  }
+  if (dst == nullptr) return nullArgument(call, "dst");
+  if (src == nullptr) return nullArgument(call, "src");
   if (reinterpret_cast<std::uintptr_t>(dst) + count < reinterpret_cast<std::uintptr_t>(dst) ||
       reinterpret_cast<std::uintptr_t>(src) + count < reinterpret_cast<std::uintptr_t>(src)) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call + ": the size overflows the address space");
+    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": count " +
+                                         std::to_string(count) + " overflows the address space");
   }
   *d = classify(dst, count);
   *s = classify(src, count);
@@ -87,23 +90,35 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
                                                    " but the pointers are " + kindName(actual));
   }
   if (d->device != nullptr) {
-    if (orError_t e = checkDeviceRange(call, *d, dst, count); e != orSuccess) return e;
+    if (orError_t e = checkDeviceRange(call, "dst", *d, dst, count); e != orSuccess) return e;
   }
   if (s->device != nullptr) {
-    if (orError_t e = checkDeviceRange(call, *s, src, count); e != orSuccess) return e;
+    if (orError_t e = checkDeviceRange(call, "src", *s, src, count); e != orSuccess) return e;
   }
   return orSuccess;
 }
 
 // [marker: copy-task]
-// The copy as a task: both sides through kernel-window addresses. It reads its source and covers
-// its destination, so a copy of poisoned memory fails with the failure that poisoned it, and a
-// successful copy makes its destination data again (Note [Poisoned memory]).
+// The copy as a task. Device sides are reached through kernel-window addresses, host sides are
+// copied with a guard (Note [Fault-guarded copies] in GuardedCopy.h). It reads its source and
+// covers its destination, so a copy of poisoned memory fails with the failure that poisoned it,
+// and a successful copy makes its destination data again (Note [Poisoned memory] in Poison.h).
+// A caller that waits for the copy passes `fault` to receive a fault; without one, a fault
+// becomes the stream's task error.
 struct CopyTask {
+  const char* call;
   void* dst;
   const void* src;
   std::size_t count;
-  void operator()() const { std::memmove(dst, src, count); }
+  bool hostDst;
+  bool hostSrc;
+  CopyFault* fault;
+  void operator()() const {
+    const CopyFault f = guardedCopy(dst, hostDst, src, hostSrc, count);
+    if (!f) return;
+    if (fault == nullptr) throw std::runtime_error(copyFaultMessage(call, f, dst, src, count));
+    *fault = f;
+  }
   void accesses(AccessList& out) const {
     out.push_back({src, count, /*read=*/true});
     out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
@@ -121,12 +136,52 @@ struct MemsetTask {
 };
 
 // The copy as a stream operation.
-StreamOp copyOp(void* dst, const void* src, std::size_t count, const Side& d, const Side& s) {
+StreamOp copyOp(const char* call, void* dst, const void* src, std::size_t count, const Side& d,
+                const Side& s, CopyFault* fault) {
   void* kdst = d.device != nullptr ? d.device->memory.toKernel(dst) : dst;
   const void* ksrc = s.device != nullptr ? s.device->memory.toKernel(src) : src;
+  const bool hostDst = d.device == nullptr;
+  const bool hostSrc = s.device == nullptr;
   StreamOp op;
-  op.task = Task(CopyTask{kdst, ksrc, count});
+  op.task = Task(CopyTask{call, kdst, ksrc, count, hostDst, hostSrc, fault});
   return op;
+}
+
+// A copy that completes before the call returns: orMemcpy, and orMemcpyAsync with pageable memory.
+orError_t copyAndWait(const char* call, Stream& stream, void* dst, const void* src,
+                      std::size_t count, const Side& d, const Side& s) {
+  CopyFault fault;
+  const orError_t e =
+      launchOp(stream, copyOp(call, dst, src, count, d, s, &fault), /*mustComplete=*/true);
+  // The copy's own fault first; else its own failure (poisoned source), or the stream's.
+  if (fault) return fail(orErrorInvalidValue, copyFaultMessage(call, fault, dst, src, count));
+  return e;
+}
+
+// A host-to-host copy, made on the calling thread.
+orError_t hostCopy(const char* call, void* dst, const void* src, std::size_t count) {
+  if (const CopyFault fault = guardedCopy(dst, true, src, true, count)) {
+    return fail(orErrorInvalidValue, copyFaultMessage(call, fault, dst, src, count));
+  }
+  return orSuccess;
+}
+
+orError_t notDeviceMemory(const char* call) {
+  return fail(orErrorInvalidDevicePointer,
+              std::string("openreg: ") + call + ": devPtr is not device memory");
+}
+
+// orMemset and orMemsetAsync: validates and enqueues the fill, then ends as every launch does.
+orError_t enqueueMemset(const char* call, Stream& stream, void* devPtr, int value,
+                        std::size_t count, bool mustComplete) {
+  if (count == 0) return orSuccess;
+  Device* d = deviceOfPointer(devPtr);
+  if (d == nullptr) return notDeviceMemory(call);
+  if (orError_t e = checkDeviceRange(call, "devPtr", Side{d, false}, devPtr, count); e != orSuccess)
+    return e;
+  StreamOp op;
+  op.task = Task(MemsetTask{d->memory.toKernel(devPtr), value, count});
+  return launchOp(stream, std::move(op), mustComplete);
 }
 
 }  // namespace
@@ -135,43 +190,44 @@ extern "C" {
 
 orError_t orMalloc(void** devPtr, size_t size) {
   OR_ENTER();
-  if (devPtr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(devPtr);
   if (size == 0) {
     *devPtr = nullptr;
     return orSuccess;
   }
   std::string message;
   const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
-  return e == orSuccess ? e : fail(e, std::move(message));
+  return e == orSuccess ? e : fail(e, "openreg: orMalloc: " + message);
 }
 
 orError_t orFree(void* devPtr) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr || !d->memory.find(devPtr, nullptr)) {
+  DeviceMemory::Allocation a;
+  // Checked before synchronizing: a rejected free must not consume a pending task error.
+  if (d == nullptr || !d->memory.find(devPtr, &a) ||
+      a.base != reinterpret_cast<std::uintptr_t>(devPtr)) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: the pointer is not a live device allocation (double free, or not "
-                "from orMalloc)");
+                "openreg: orFree: devPtr is not the start of a live device allocation (an interior "
+                "pointer, a double free, or not from orMalloc)");
   }
-  // Work queued on any stream of the device may still use the memory (cudaFree synchronizes too).
-  // A task failure stays pending for the next synchronizing call: freeing never reports one
-  // (Note [Task errors] in Stream.cpp), so a caller that frees never mistakes it for its own.
-  waitForDevice(*d);
-  DeviceMemory::Allocation allocation;
-  if (!d->memory.find(devPtr, &allocation) ||
-      allocation.base != reinterpret_cast<std::uintptr_t>(devPtr) ||
-      d->memory.release(devPtr) != orSuccess) {
+  // Work queued on a stream of any device may still use the memory, since every device reaches
+  // every device's memory (cudaFree synchronizes too). A task failure stays pending for the next
+  // synchronizing call: freeing never reports one (Note [Task errors] in Stream.cpp), so a caller
+  // that frees never mistakes it for its own.
+  waitForAllDevices();
+  if (d->memory.release(devPtr) != orSuccess) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: the pointer is not the start of a live device allocation");
+                "openreg: orFree: devPtr was freed by another thread meanwhile (double free)");
   }
-  poisonMap().clear(allocation.base, allocation.reserved);
+  poisonMap().clear(a.base, a.reserved);
   return orSuccess;
 }
 
 orError_t orMallocHost(void** ptr, size_t size) {
   OR_ENTER();
-  if (ptr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(ptr);
   if (size == 0) {
     *ptr = nullptr;
     return orSuccess;
@@ -184,31 +240,32 @@ orError_t orMallocHost(void** ptr, size_t size) {
 }
 
 orError_t orFreeHost(void* ptr) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
-  if (!hostMemory().findRange(ptr, 0, nullptr, nullptr)) {
+  void* base = nullptr;
+  if (!hostMemory().findRange(ptr, 0, &base, nullptr) || base != ptr) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: the pointer is not a live pinned allocation (double free, or "
-                "not from orMallocHost)");
+                "openreg: orFreeHost: ptr is not the start of a live pinned allocation (an "
+                "interior pointer, a double free, or not from orMallocHost)");
   }
-  for (auto& d : runtime().devices) waitForDevice(*d);  // never reports task failures, as orFree
+  waitForAllDevices();  // copies queued on any stream may use it; never reports, as orFree
   if (hostMemory().release(ptr) != orSuccess) {
     return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: the pointer is not the start of a pinned allocation");
+                "openreg: orFreeHost: ptr was freed by another thread meanwhile (double free)");
   }
   return orSuccess;
 }
 
 orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
   OR_ENTER();
-  if (attributes == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(attributes);
   *attributes = orPointerAttributes{};
   attributes->device = -1;
   if (Device* d = deviceOfPointer(ptr)) {
     DeviceMemory::Allocation a;
     if (!d->memory.find(ptr, &a)) {
       return fail(orErrorInvalidDevicePointer,
-                  "openreg: orPointerGetAttributes: the device pointer is in no live allocation");
+                  "openreg: orPointerGetAttributes: ptr is device memory in no live allocation");
     }
     attributes->type = orMemoryTypeDevice;
     attributes->device = d->index;
@@ -241,26 +298,26 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   if (orError_t e = checkCopy("orMemcpyAsync", dst, src, count, &kind, &d, &s); e != orSuccess)
     return e;
   if (kind == orMemcpyHostToHost && !d.pinned && !s.pinned) {
-    std::memmove(dst, src, count);  // CUDA runs pageable host-to-host copies synchronously too
-    return orSuccess;
+    return hostCopy("orMemcpyAsync", dst, src, count);  // synchronous in CUDA too
   }
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
-  return launchOp(*stream, copyOp(dst, src, count, d, s), pageable);
+  if (!pageable) {
+    return launchOp(*stream, copyOp("orMemcpyAsync", dst, src, count, d, s, nullptr));
+  }
+  if (onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
+  return copyAndWait("orMemcpyAsync", *stream, dst, src, count, d, s);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   if (count == 0) return orSuccess;
   Side d, s;
   if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
-  if (kind == orMemcpyHostToHost) {
-    std::memmove(dst, src, count);
-    return orSuccess;
-  }
+  if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
-  return launchOp(stream, copyOp(dst, src, count, d, s), /*mustComplete=*/true);
+  return copyAndWait("orMemcpy", stream, dst, src, count, d, s);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
@@ -269,39 +326,22 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
   if (stream == nullptr) {
     return invalidStream("orMemsetAsync");
   }
-  if (count == 0) return orSuccess;
-  Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orMemsetAsync: the pointer is not device memory");
-  }
-  if (orError_t e = checkDeviceRange("orMemsetAsync", Side{d, false}, devPtr, count);
-      e != orSuccess)
-    return e;
-  StreamOp op;
-  op.task = Task(MemsetTask{d->memory.toKernel(devPtr), value, count});
-  return launchOp(*stream, std::move(op));
+  return enqueueMemset("orMemsetAsync", *stream, devPtr, value, count, /*mustComplete=*/false);
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr)
-    return fail(orErrorInvalidDevicePointer, "openreg: orMemset: the pointer is not device memory");
-  orStream_t handle = reinterpret_cast<orStream_t>(d->defaultStream->handle());
-  if (orError_t e = orMemsetAsync(devPtr, value, count, handle); e != orSuccess) return e;
-  return orStreamSynchronize(handle);
+  if (d == nullptr) return notDeviceMemory("orMemset");
+  return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
 }
 
 // [marker: get-kernel-pointer]
 orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
   OR_ENTER();
-  if (kernelPtr == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(kernelPtr);
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orGetKernelPointer: the pointer is not device memory");
-  }
+  if (d == nullptr) return notDeviceMemory("orGetKernelPointer");
   *kernelPtr = d->memory.toKernel(devPtr);
   return orSuccess;
 }

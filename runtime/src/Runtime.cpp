@@ -33,16 +33,31 @@ void atforkChild() {
   }
 }
 
+// [marker: create-devices]
+// All or nothing, see Note [Runtime initialization]: every device's memory is mapped before any
+// worker starts, and on a failure the devices set up so far are destroyed (~DeviceMemory unmaps,
+// ~Executor joins), so nothing is left behind.
 std::string createDevices(Runtime& rt) {
+  std::vector<std::unique_ptr<Device>> devices;
   for (int i = 0; i < rt.config.deviceCount; ++i) {
     auto d = std::make_unique<Device>();
     d->index = i;
     if (std::string error = d->memory.map(i, rt.config.deviceMemory); !error.empty()) {
       return "openreg: cannot set up device " + std::to_string(i) + ": " + error;
     }
-    d->executor =
-        std::make_unique<Executor>(i, rt.config.streamWorkers, rt.config.workerSpinMicros);
-    d->defaultStream = std::make_shared<Stream>(i, 0, /*isDefault=*/true, *d->executor);
+    devices.push_back(std::move(d));
+  }
+  try {
+    for (auto& d : devices) {
+      d->executor =
+          std::make_unique<Executor>(d->index, rt.config.streamWorkers, rt.config.workerSpinMicros);
+    }
+  } catch (const std::exception& e) {
+    return std::string("openreg: cannot start the device workers: ") + e.what() +
+           " (lower OPENREG_STREAM_WORKERS or OPENREG_DEVICE_COUNT)";
+  }
+  for (auto& d : devices) {
+    d->defaultStream = std::make_shared<Stream>(d->index, 0, /*isDefault=*/true, *d->executor);
     d->defaultStream->setHandle(rt.streams.insert(d->defaultStream));
     d->streams.push_back(d->defaultStream);
     rt.devices.push_back(std::move(d));
@@ -71,8 +86,8 @@ orError_t initializeSlow(State wanted) {
         pthread_atfork(atforkPrepare, atforkParent, atforkChild);
         atforkRegistered = true;
       }
-      // Never freed (see Note [Runtime initialization]), even when a later step fails: devices
-      // set up before the failure have idle workers that still point into it.
+      // Never freed (see Note [Runtime initialization]), even when a later step fails: a thread
+      // that saw the configured state may still be reading the configuration.
       gRuntime = new Runtime();
       gInitError = readConfigFromEnvironment(gRuntime->config);
       if (!gInitError.empty()) {
@@ -130,6 +145,19 @@ orError_t checkHostAccesses(const AccessList& accesses) {
   return orSuccess;
 }
 
+orError_t nullArgument(const char* call, const char* parameter) {
+  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": " + parameter + " is NULL");
+}
+
+orError_t synchronizingInTask(const char* call) {
+  return fail(orErrorNotPermitted,
+              std::string("openreg: ") + call +
+                  ": synchronizing calls are forbidden inside a task (a function running on a "
+                  "device worker): it would wait for work queued behind the task itself. Make the "
+                  "call from the host, or use the asynchronous form (orMemcpyAsync with pinned "
+                  "memory, orMemsetAsync, orStreamWaitEvent).");
+}
+
 const char* lastErrorMessage() {
   return tLastError.c_str();
 }
@@ -163,9 +191,11 @@ orError_t invalidEvent(const char* call) {
                                                 "never created)");
 }
 
-// [marker: finish-launch]
+// [marker: launch-op]
 orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete) {
-  if (!mustComplete && !runtime().config.launchBlocking) {
+  // A blocking launch from inside a task would wait for its own stream: see Note [Synchronizing
+  // inside a task]. Callers that must complete are refused before they get here.
+  if (!mustComplete && (!runtime().config.launchBlocking || onDeviceWorker())) {
     stream.enqueue(std::move(op));
     return orSuccess;
   }
@@ -200,8 +230,11 @@ orError_t synchronizeDevice(Device& d) {
   return result;
 }
 
-void waitForDevice(Device& d) {
-  for (auto& s : liveStreams(d)) s->waitFor(s->submitted());
+void waitForAllDevices() {
+  for (auto& d : runtime().devices) {
+    for (auto& s : liveStreams(*d)) s->waitFor(s->submitted());
+  }
 }
 
 }  // namespace openreg
+

@@ -9,7 +9,13 @@
 //  2. ready: each device's address space, workers and default stream exist. Every call that
 //     touches memory, streams or events gets here first.
 // Devices, their workers and the tables are never destroyed: worker threads may still run at
-// exit, and tearing them down from a static destructor would race with them.
+// exit, and tearing them down from a static destructor would race with them. The exception is a
+// failed step 2, which undoes itself: every device's memory is mapped before any worker starts,
+// and a failure unmaps what was mapped (and joins workers already started), so it leaves no
+// thread, mapping or file behind. Step 1 also rejects a configuration whose devices cannot fit
+// in the address space, so such a failure shows in the first device query, before any set-up.
+// After a failure every call, device queries included, returns orErrorInitializationError with
+// the reason, and the PyTorch layer's device_count(), asked after the failure, says 0.
 // A child forked after step 2 inherits the memory but not the worker threads, so every call in it
 // that needs step 2 returns orErrorInitializationError with a message saying to use spawn; device
 // queries keep working, as torch.cuda.device_count() does in such a child. A child forked before
@@ -100,12 +106,28 @@ inline int currentDevice() {
 // The device whose range contains `p`, or nullptr. O(device count), lock-free.
 Device* deviceOfPointer(const void* p);
 
+// Note [Error messages]
+// orGetLastErrorMessage() must describe the call that just failed, never an older one, so every
+// error an API function returns goes through fail(), which sets the thread's message. A bare
+// `return orErrorInvalidValue;` would leave the previous failure's text in place, and the caller
+// would read a wrong explanation. Messages of argument errors start with "openreg: <function>: "
+// and name the parameter; two kinds carry someone else's words instead: orErrorLaunchFailure the
+// failed task's (Note [Task errors] in Stream.cpp) and orErrorInitializationError the
+// configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
+// ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer (runtime/tests/Fuzz.cpp)
+// check the rule.
+
+// [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
 // Sets the calling thread's last error to a task's failure; returns orErrorLaunchFailure.
 // (Declared in Failure.h.)
+// A NULL pointer argument: orErrorInvalidValue, "openreg: <call>: <parameter> is NULL".
+orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).
 const char* lastErrorMessage();
+// orErrorNotPermitted for a synchronizing `call` made inside a task.
+orError_t synchronizingInTask(const char* call);
 
 // Resolves a stream handle (0: the current device's default stream). nullptr if not live.
 Stream* resolveStream(orStream_t handle);
@@ -122,8 +144,8 @@ orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete = false);
 
 // Synchronizes every stream of `d`, returning the first pending task error.
 orError_t synchronizeDevice(Device& d);
-// Waits for every stream of `d`, leaving task errors pending.
-void waitForDevice(Device& d);
+// Waits for every stream of every device, leaving task errors pending (frees).
+void waitForAllDevices();
 
 // Drops destroyed streams that have drained from d.streams. Caller holds d.streamsMutex.
 void pruneStreamsLocked(Device& d);
@@ -142,6 +164,21 @@ void pruneStreamsLocked(Device& d);
     if (const orError_t or_enter_error = ::openreg::ensureInitialized(); \
         or_enter_error != orSuccess)                                     \
       return or_enter_error;                                             \
+  } while (0)
+
+// Synchronizing API functions begin with this instead of OR_ENTER: they are refused inside a
+// task, see Note [Synchronizing inside a task] in Executor.h.
+#define OR_ENTER_SYNCHRONIZING()                                                      \
+  do {                                                                                \
+    OR_ENTER();                                                                       \
+    if (::openreg::onDeviceWorker()) return ::openreg::synchronizingInTask(__func__); \
+  } while (0)
+
+// A pointer argument must not be NULL; see Note [Error messages]. In an API function, __func__
+// is the function's C name.
+#define OR_REQUIRE_NOT_NULL(parameter)                                                \
+  do {                                                                                \
+    if ((parameter) == nullptr) return ::openreg::nullArgument(__func__, #parameter); \
   } while (0)
 
 }  // namespace openreg

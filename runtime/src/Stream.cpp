@@ -23,7 +23,7 @@ Stream::Stream(int device, int priority, bool isDefault, Executor& executor)
 std::uint64_t Stream::enqueue(StreamOp&& op) {
   const auto depth = static_cast<std::uint64_t>(runtime().config.queueDepth);
   const std::uint64_t submitted = submitted_.load(std::memory_order_relaxed);
-  if (submitted - completed_.load(std::memory_order_relaxed) >= depth && !onWorkerThread()) {
+  if (submitted - completed_.load(std::memory_order_relaxed) >= depth && !onDeviceWorker()) {
     waitFor(submitted - depth + 1);
   }
   bool wake = false;

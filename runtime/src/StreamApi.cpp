@@ -10,13 +10,16 @@ using namespace openreg;
 
 namespace {
 
-orError_t createStream(orStream_t* out, int priority) {
-  if (out == nullptr) return orErrorInvalidValue;
+orError_t createStream(const char* call, orStream_t* out, int priority) {
+  if (out == nullptr) return nullArgument(call, "stream");
   Device& d = device(currentDevice());
   priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
   auto stream = std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor);
   const std::uint64_t handle = runtime().streams.insert(stream);
-  if (handle == 0) return fail(orErrorMemoryAllocation, "openreg: too many live streams");
+  if (handle == 0) {
+    return fail(orErrorMemoryAllocation,
+                std::string("openreg: ") + call + ": too many live streams");
+  }
   stream->setHandle(handle);
   {
     std::lock_guard<std::mutex> lock(d.streamsMutex);
@@ -27,24 +30,26 @@ orError_t createStream(orStream_t* out, int priority) {
   return orSuccess;
 }
 
+// [marker: launch]
+// The one launch path, for openreg::launch and orLaunchHostFunc; `call` names the entry point.
+// With `wait`, returns once the task has run (openreg::launchAndWait).
+orError_t launchOn(const char* call, orStream_t handle, Task&& task, bool wait = false) {
+  OR_ENTER();
+  if (wait && onDeviceWorker()) return synchronizingInTask(call);
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return invalidStream(call);
+  if (!task) return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": empty task");
+  StreamOp op;
+  op.task = std::move(task);
+  return launchOp(*stream, std::move(op), wait);
+}
+
 }  // namespace
 
 namespace openreg {
 
-// [marker: launch]
 orError_t launchTask(orStream_t handle, Task&& task, bool wait) {
-  OR_ENTER();
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("launch");
-  if (!task) return fail(orErrorInvalidValue, "openreg: launch: empty task");
-  if (wait && onWorkerThread()) {
-    return fail(orErrorNotPermitted,
-                "openreg: launch: a task cannot wait for another task (it would wait for its own "
-                "worker)");
-  }
-  StreamOp op;
-  op.task = std::move(task);
-  return launchOp(*stream, std::move(op), wait);
+  return launchOn("openreg::launch", handle, std::move(task), wait);
 }
 
 }  // namespace openreg
@@ -53,31 +58,31 @@ extern "C" {
 
 orError_t orStreamCreate(orStream_t* stream) {
   OR_ENTER();
-  return createStream(stream, kLeastStreamPriority);
+  return createStream("orStreamCreate", stream, kLeastStreamPriority);
 }
 
 orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
   OR_ENTER();
   if (flags != 0)
     return fail(orErrorInvalidValue, "openreg: orStreamCreateWithPriority: flags must be 0");
-  return createStream(stream, priority);
+  return createStream("orStreamCreateWithPriority", stream, priority);
 }
 
 orError_t orStreamGetPriority(orStream_t handle, int* priority) {
   OR_ENTER();
-  if (priority == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(priority);
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamGetPriority");
   *priority = stream->priority();
   return orSuccess;
 }
 
-orError_t orStreamGetDevice(orStream_t handle, int* index) {
+orError_t orStreamGetDevice(orStream_t handle, int* device) {
   OR_ENTER();
-  if (index == nullptr) return orErrorInvalidValue;
+  OR_REQUIRE_NOT_NULL(device);
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamGetDevice");
-  *index = stream->device();
+  *device = stream->device();
   return orSuccess;
 }
 
@@ -105,7 +110,7 @@ orError_t orStreamQuery(orStream_t handle) {
 }
 
 orError_t orStreamSynchronize(orStream_t handle) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamSynchronize");
   stream->waitFor(stream->submitted());
@@ -135,7 +140,7 @@ orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
     OR_ENTER();
     return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
   }
-  return launchTask(stream, Task([fn, arg] { fn(arg); }));
+  return launchOn("orLaunchHostFunc", stream, Task([fn, arg] { fn(arg); }));
 }
 
 }  // extern "C"

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "TestUtil.h"
@@ -316,4 +318,52 @@ TEST(Memory, FreedMemoryIsReturnedToTheSystem) {
   OR_OK(orMemcpy(out.data(), again, 8192, orMemcpyDeviceToHost));
   EXPECT_EQ(out, std::vector<std::uint8_t>(8192, 0));
   OR_OK(orFree(again));
+}
+
+// Found by the fuzzer: every device reaches every device's memory, so work queued on another
+// device's stream may use the allocation too; freeing it must wait for that work as well, or the
+// work writes into a range that may already belong to someone else.
+TEST(Memory, FreeWaitsForWorkOfEveryDeviceThatUsesTheMemory) {
+  void* d = nullptr;
+  OR_OK(orMalloc(&d, 4096));  // on device 0
+  void* k = nullptr;
+  OR_OK(orGetKernelPointer(&k, d));
+  orStream_t onDevice1;
+  OR_OK(orDeviceGetDefaultStream(1, &onDevice1));
+  std::atomic<bool> wrote{false};
+  Gate gate;
+  OR_OK(launchGate(onDevice1, gate));
+  OR_OK(orMemsetAsync(d, 0x7f, 4096, onDevice1));  // device 1 writes device 0's memory
+  OR_OK(openreg::launch(onDevice1, [&wrote] { wrote.store(true); }));
+  std::thread opener([&gate] {
+    sleepMs(30);
+    gate.open();
+  });
+  OR_OK(orFree(d));
+  EXPECT_TRUE(wrote.load());
+  opener.join();
+  OR_OK(orStreamSynchronize(onDevice1));  // had the free not waited, the memset has landed now
+  // The range handed out again holds fresh memory, not the late memset.
+  void* again = nullptr;
+  OR_OK(orMalloc(&again, 4096));
+  std::vector<std::uint8_t> out(4096, 1);
+  OR_OK(orMemcpy(out.data(), again, 4096, orMemcpyDeviceToHost));
+  EXPECT_EQ(out, std::vector<std::uint8_t>(4096, 0));
+  OR_OK(orFree(again));
+}
+
+// An interior pointer or a double free is rejected before the free synchronizes anything, so a
+// task error pending on the device is still reported by the next synchronizing call.
+TEST(Memory, ABadFreeDoesNotSwallowAPendingTaskError) {
+  void* d = nullptr;
+  OR_OK(orMalloc(&d, 8192));
+  OR_OK(openreg::launch(nullptr, [] { throw std::runtime_error("pending task error"); }));
+  EXPECT_EQ(orFree(static_cast<char*>(d) + 4096), orErrorInvalidDevicePointer);
+  void* pinned = nullptr;
+  OR_OK(orMallocHost(&pinned, 8192));
+  EXPECT_EQ(orFreeHost(static_cast<char*>(pinned) + 4096), orErrorInvalidValue);
+  EXPECT_EQ(orDeviceSynchronize(), orErrorLaunchFailure);
+  EXPECT_NE(lastMessage().find("pending task error"), std::string::npos) << lastMessage();
+  OR_OK(orFreeHost(pinned));
+  OR_OK(orFree(d));
 }

@@ -14,6 +14,11 @@
  *    The NULL stream (0) names the current device's default stream.
  *  - Events mark a point in a stream; they can be queried, waited on by the host or by another
  *    stream (of any device), and timed.
+ *  - A task that fails poisons the device memory it declared as written (openreg::launch with an
+ *    accesses() member, copies, memsets): a later copy, memset or task that reads poisoned bytes
+ *    fails with the original failure (orErrorLaunchFailure, same message) instead of running, and
+ *    a write that covers the bytes makes them data again. Failures also reach the next
+ *    synchronizing call on the stream or device, once. See docs/errors.md.
  *
  * Threading: every function may be called from several host threads at once unless its comment
  * says otherwise. Handles are not reference counted: destroying a handle while another thread
@@ -22,7 +27,8 @@
  *
  * Functions that must not be called from inside a task (a function running on a stream): every
  * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
- * orMemset, orFree, orFreeHost). As in CUDA, a task calling them may deadlock its own stream.
+ * orMemset, orFree, orFreeHost, and orMemcpyAsync with pageable memory). Where CUDA would deadlock
+ * the task's own stream, they return orErrorNotPermitted and do nothing.
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -58,7 +64,7 @@ typedef enum orError {
   orErrorInvalidMemcpyDirection = 7, /* the pointers do not match the orMemcpyKind given */
   orErrorInitializationError = 8,    /* bad configuration, or use in a child forked after init */
   orErrorLaunchFailure = 9,          /* a task failed; orGetLastErrorMessage says which and why */
-  orErrorNotPermitted = 10,          /* e.g. destroying a default stream */
+  orErrorNotPermitted = 10,          /* destroying a default stream; synchronizing in a task */
 } orError_t;
 
 /* A static string naming the code ("orErrorInvalidValue"); unknown codes give
@@ -154,7 +160,9 @@ OPENREG_RUNTIME_API orError_t orStreamDestroy(orStream_t stream);
  * as pending), orErrorNotReady otherwise; orErrorLaunchFailure if a task failed. */
 OPENREG_RUNTIME_API orError_t orStreamQuery(orStream_t stream);
 
-/* Blocks until every task queued on `stream` before the call has completed. */
+/* Blocks until every task queued on `stream` before the call has completed. orErrorLaunchFailure
+ * if one failed and no synchronizing call has reported it yet (this report ends the stream's
+ * error state; memory the failure poisoned stays poisoned: see docs/errors.md). */
 OPENREG_RUNTIME_API orError_t orStreamSynchronize(orStream_t stream);
 
 /* Makes all future work on `stream` wait until the work captured by the most recent
@@ -165,8 +173,9 @@ OPENREG_RUNTIME_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t eve
                                                 unsigned int flags);
 
 /* The kernel launch: enqueues fn(arg) on `stream` and returns at once. fn runs on a device worker
- * thread, after all earlier work on the stream. fn must not call synchronizing runtime functions.
- * With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run. */
+ * thread, after all earlier work on the stream. Synchronizing runtime functions called by fn
+ * return orErrorNotPermitted. With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run
+ * (unless made from inside a task). */
 OPENREG_RUNTIME_API orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg);
 
 enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
@@ -184,10 +193,11 @@ OPENREG_RUNTIME_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned 
 OPENREG_RUNTIME_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* orSuccess if the most recent record has completed (or the event was never recorded),
- * orErrorNotReady otherwise. */
+ * orErrorNotReady otherwise; orErrorLaunchFailure, every time it is asked, if the record carries
+ * a task failure (one its stream had not reported when the record completed). */
 OPENREG_RUNTIME_API orError_t orEventQuery(orEvent_t event);
 
-/* Blocks until the most recent record has completed. */
+/* Blocks until the most recent record has completed. orErrorLaunchFailure as orEventQuery. */
 OPENREG_RUNTIME_API orError_t orEventSynchronize(orEvent_t event);
 
 /* [out] ms: time between the completions of the most recent records of `start` and `end`, taken
@@ -231,9 +241,10 @@ typedef struct orPointerAttributes {
  * what is held). Never touches host memory. */
 OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
 
-/* Frees an allocation from orMalloc, after synchronizing its device (as cudaFree does). NULL is a
- * no-op. orErrorInvalidDevicePointer for anything else that is not the start of a live
- * allocation, including a second free. */
+/* Frees an allocation from orMalloc, after synchronizing every device (as cudaFree does; work on
+ * any device may use it). NULL is a no-op. orErrorInvalidDevicePointer for anything else that is
+ * not the start of a live allocation, including a second free. Never returns a task failure: it
+ * stays pending for the next synchronizing call. Poison in the allocation is cleared. */
 OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
@@ -241,7 +252,8 @@ OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 OPENREG_RUNTIME_API orError_t orMallocHost(void** ptr, size_t size);
 
 /* Frees memory from orMallocHost, after synchronizing every device (work queued on a stream may
- * still read or write it). orErrorInvalidValue for any other pointer, including a second free. */
+ * still read or write it). orErrorInvalidValue for any other pointer, including a second free.
+ * Never returns a task failure, as orFree. */
 OPENREG_RUNTIME_API orError_t orFreeHost(void* ptr);
 
 /* [out] attributes of `ptr`: which memory it is in and the allocation containing it. Unknown host
