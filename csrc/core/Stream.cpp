@@ -80,10 +80,12 @@ c10::Stream makeStream(DeviceIndex device, StreamId id) {
 
 }  // namespace
 
+// [marker: stream-device-type]
 OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
-  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
-              "openreg: expected an openreg stream, got a stream of device type ",
-              stream.device_type());
+  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1,
+                    "openreg: expected an openreg stream, but this stream's device type is ",
+                    stream.device_type(), ", so it is not an openreg stream (", stream, "). ",
+                    kWhatStreamToPass);
 }
 
 orStream_t OpenRegStream::stream() const {
