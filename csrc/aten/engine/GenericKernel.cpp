@@ -4,7 +4,8 @@
 // Registered as the PrivateUse1 backend fallback, so every operator without a kernel of its own
 // comes here, boxed. For a call:
 //  1. The device: every openreg tensor argument must be on one device; CPU tensors are accepted
-//     only as 0-dim scalars, as TensorIterator accepts them.
+//     only as 0-dim scalars, as TensorIterator accepts them. A quantized dtype is refused here
+//     (Note [No quantized tensors] in Quantized.h).
 //  2. Asynchronous path. The operator runs on Meta copies of its arguments: this computes output
 //     shapes, strides and dtypes without touching data, and raises shape and dtype errors at the
 //     call site, as the CPU would. Outputs are allocated on the device (caching allocator,
@@ -49,6 +50,7 @@
 #include "aten/engine/GenericKernel.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/OpTraits.h"
+#include "aten/engine/Quantized.h"
 #include "aten/engine/ShapeCache.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -493,6 +495,8 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     return answer;
   }
   traits.metaWorks = 1;
+  // A quantized result is the call's error, like a dtype error: raised here, never remembered.
+  refuseQuantizedResults(op, meta, c10::Device(c10::DeviceType::PrivateUse1, current_device()));
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
@@ -700,6 +704,7 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
+  refuseQuantizedArguments(op, args, device);  // Note [No quantized tensors]
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
