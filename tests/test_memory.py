@@ -153,3 +153,29 @@ def test_devices_are_accounted_separately():
     assert openreg.memory_allocated(1) == base1 + 8192
     assert openreg.memory_allocated(0) == base0
     del t
+
+
+def test_requests_that_fit_a_small_device_never_fail_for_segment_rounding():
+    result = __import__("conftest").run_python(
+        """
+        import torch
+        o, MiB = torch.openreg, 1 << 20
+        assert o.mem_get_info()[1] == 16 * MiB
+        # 4 MiB alone asks its size class for a 20 MiB segment, more than the whole device.
+        sizes = [4 * MiB, 3 * MiB, 2 * MiB + 4096, 1536 * 1024, 5 * MiB, 300 * 1024, 64 * 1024, 4096]
+        tensors = [torch.full((n // 4,), float(i), device="openreg") for i, n in enumerate(sizes)]
+        print(sum(sizes) > 15.8 * MiB, o.memory_allocated() == sum(sizes))
+        print(all(torch.equal(t.cpu(), torch.full((n // 4,), float(i))) for i, (t, n) in enumerate(zip(tensors, sizes))))
+        try:
+            torch.empty(MiB, dtype=torch.uint8, device="openreg")
+        except torch.OutOfMemoryError as e:
+            print("oom", "tried to allocate 1.00 MiB" in str(e))
+        del tensors
+        big = torch.ones(14 * MiB // 4, device="openreg")  # the cached segments go back for it
+        print(big.sum().item() == 14 * MiB // 4, o.memory_reserved() <= 16 * MiB)
+        """,
+        env={"OPENREG_DEVICE_MEMORY": "16M"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True", "oom", "True", "True", "True"], result.stdout
+

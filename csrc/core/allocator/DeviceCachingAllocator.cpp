@@ -63,17 +63,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   const size_t size = roundSize(requested);
   BlockPool& pool = size <= kSmallSize ? smallBlocks_ : largeBlocks_;
   Block* block = takeFreeBlock(pool, stream, size);
-  if (block == nullptr) {
-    const size_t segmentSize = segmentSizeFor(size);
-    block = allocateSegment(pool, stream, segmentSize);
-    if (block == nullptr) {
-      // Return what the cache holds and try once more, as CUDA's allocator does.
-      stats_.num_alloc_retries += 1;
-      releaseCachedSegments();
-      block = allocateSegment(pool, stream, segmentSize);
-    }
-    if (block == nullptr) throwOutOfMemory(requested, segmentSize);
-  }
+  if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
     auto* rest =
         new Block(stream, block->size - size, &pool, static_cast<char*>(block->ptr) + size);
@@ -94,6 +84,25 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     stats_.active_bytes[t].increase(block->size);
     stats_.requested_bytes[t].increase(requested);
   });
+  return block;
+}
+
+// [marker: allocator-segment-fallback]
+// A new segment holding a block of `size` bytes (Note [Caching allocator]): the size class's
+// segment, once more after returning the cache if need be, and failing that the smallest segment
+// that holds the request.
+Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, size_t size,
+                                          size_t requested) {
+  const size_t segmentSize = segmentSizeFor(size);
+  Block* block = allocateSegment(pool, stream, segmentSize);
+  if (block == nullptr) {
+    // Return what the cache holds and try once more, as CUDA's allocator does.
+    stats_.num_alloc_retries += 1;
+    releaseCachedSegments();
+    block = allocateSegment(pool, stream, segmentSize);
+  }
+  if (block == nullptr && segmentSize > size) block = allocateSegment(pool, stream, size);
+  if (block == nullptr) throwOutOfMemory(requested, size);
   return block;
 }
 

@@ -9,9 +9,12 @@
 // merge; empty_cache() returns whole free segments to the runtime. So a steady-state loop that
 // frees and reallocates the same sizes makes no runtime call at all (num_device_alloc stays put).
 //
-// When a segment cannot be had, the allocator releases its cached segments and tries again; if
-// that fails too it raises torch.OutOfMemoryError naming the device, the request, what PyTorch
-// holds and what the device has left, and changes nothing.
+// When a segment cannot be had, the allocator releases its cached segments and tries again. If
+// the size class's segment still cannot be had, it takes the smallest segment that holds the
+// request: a request that fits the device never fails because its segment was rounded up (a
+// 4 MiB tensor asks for a 20 MiB segment, more than a 16 MiB device has). If that fails too it
+// raises torch.OutOfMemoryError naming the device, the request, what PyTorch holds and what the
+// device has left, and changes nothing.
 //
 // Threading: one recursive mutex per device (a free may run from a tensor destructor inside the
 // allocator's own callers). Never takes the GIL, never calls Python.
@@ -56,6 +59,7 @@ class DeviceCachingAllocator {
 
   StatTypes statTypes(const BlockPool& pool) const;
   Block* takeFreeBlock(BlockPool& pool, c10::Stream stream, size_t size);
+  Block* newSegment(BlockPool& pool, c10::Stream stream, size_t size, size_t requested);
   Block* allocateSegment(BlockPool& pool, c10::Stream stream, size_t segmentSize);
   void insertFree(Block* block);
   void eraseFree(Block* block);
