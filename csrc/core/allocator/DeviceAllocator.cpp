@@ -37,20 +37,31 @@ c10::DeleterFnPtr DeviceAllocator::raw_deleter() const {
   return &deleteBlock;
 }
 
-void DeviceAllocator::deleteBlock(void* ptr) {
+void DeviceAllocator::deleteBlock(void* ptr) noexcept {
   deviceAllocator().free(ptr);
 }
 
-void DeviceAllocator::free(void* ptr) {
+// Never throws: see Note [A free never throws] in DeviceCachingAllocator.h.
+void DeviceAllocator::free(void* ptr) noexcept {
   if (ptr == nullptr) return;
-  allocator::Block* block;
+  allocator::Block* block = nullptr;
   {
     std::lock_guard<std::mutex> lock(blocksMutex_);
     auto it = blocks_.find(ptr);
-    TORCH_INTERNAL_ASSERT(it != blocks_.end(),
-                          "openreg: freeing a pointer the allocator never gave out");
-    block = it->second;
-    blocks_.erase(it);
+    if (it != blocks_.end()) {
+      block = it->second;
+      blocks_.erase(it);
+    }
+  }
+  if (block == nullptr) {
+    try {
+      TORCH_WARN(
+          "openreg: freeing a pointer the allocator never gave out (an internal error; "
+          "please report it). It is left alone.");
+    } catch (...) {
+      // A warning handler that throws must not escape a free.
+    }
+    return;
   }
   devices_[block->stream.device_index()]->free(block);
 }

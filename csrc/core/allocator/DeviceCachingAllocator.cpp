@@ -3,7 +3,10 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <sstream>
+#include <string>
 
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -107,7 +110,7 @@ Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, s
 }
 
 // [marker: allocator-free]
-void DeviceCachingAllocator::free(Block* block) {
+void DeviceCachingAllocator::free(Block* block) noexcept {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   block->allocated = false;
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
@@ -115,20 +118,62 @@ void DeviceCachingAllocator::free(Block* block) {
     stats_.allocated_bytes[t].decrease(block->size);
     stats_.requested_bytes[t].decrease(block->requested);
   });
-  if (block->streamUses.empty()) {
-    freeBlock(block);
-    return;
-  }
   // Used on other streams: reusable once the work queued there so far has completed.
   for (const c10::Stream& use : block->streamUses) {
-    DeviceScope scope(use.device_index());
-    orEvent_t event = nullptr;
-    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-    OPENREG_CHECK(orEventRecord(event, OpenRegStream(use).stream()));
-    pending_.emplace_back(event, block);
-    block->pendingEvents += 1;
+    if (!recordFreeEvent(block, use)) waitForUse(use);
   }
   block->streamUses.clear();
+  if (block->pendingEvents == 0) freeBlock(block);
+}
+
+// See Note [A free never throws].
+bool DeviceCachingAllocator::recordFreeEvent(Block* block, c10::Stream use) noexcept {
+  orEvent_t event = nullptr;
+  std::string reason;
+  try {
+    DeviceScope scope(use.device_index());
+    orError_t status = orEventCreateWithFlags(&event, orEventDisableTiming);
+    if (status == orSuccess) status = orEventRecord(event, OpenRegStream(use).stream());
+    if (status == orSuccess) {
+      pending_.emplace_back(event, block);
+      block->pendingEvents += 1;
+      return true;
+    }
+    reason = orGetLastErrorMessage();
+  } catch (const c10::Error& e) {
+    reason = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    reason = e.what();
+  }
+  if (event != nullptr) (void)orEventDestroy(event);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    try {
+      TORCH_WARN(
+          "openreg: freeing memory used on another stream (record_stream) could not record "
+          "an event there (",
+          reason,
+          "). The memory went back to the cache after that stream's work completed, or "
+          "at once where no work can run (a forked child). This warning is shown once.");
+    } catch (...) {
+      // A warning handler that throws (warnings turned into errors) must not escape a free.
+    }
+  }
+  return false;
+}
+
+void DeviceCachingAllocator::waitForUse(c10::Stream use) noexcept {
+  try {
+    DeviceScope scope(use.device_index());
+    // A task error stays the stream's to report; a destroyed stream may still be draining, so
+    // its device is waited for instead. In a forked child both fail at once: no worker exists
+    // there, so no work can still use the memory.
+    if (orStreamSynchronize(OpenRegStream(use).stream()) == orErrorInvalidResourceHandle) {
+      (void)orDeviceSynchronize();
+    }
+  } catch (...) {
+    // As above: nothing left to wait for.
+  }
 }
 
 void DeviceCachingAllocator::recordStream(Block* block, c10::Stream stream) {
@@ -233,29 +278,40 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 }
 
 // [marker: allocator-release]
+// Every whole free segment goes back to the runtime, and the statistics follow what the runtime
+// did: orFree may report an error and yet have released the segment (an earlier task's error,
+// reported by its synchronization), or fail without releasing it (in a forked child). A segment
+// counts as released when orFree succeeded or the runtime no longer knows the pointer; otherwise
+// it stays in its pool, cached and counted. The first error is raised once every segment has
+// been tried.
 void DeviceCachingAllocator::releaseCachedSegments() {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
+  std::vector<Block*> segments;
   for (BlockPool* pool : {&smallBlocks_, &largeBlocks_}) {
-    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
-      Block* block = *it;
-      if (block->isSplit()) {
-        ++it;
-        continue;
-      }
-      it = pool->blocks.erase(it);
-      {
-        DeviceScope scope(device_);
-        OPENREG_CHECK(orFree(block->ptr));
-      }
-      stats_.num_device_free += 1;
-      for_each_selected_stat_type(statTypes(*pool), [&](size_t t) {
-        stats_.segment[t].decrease(1);
-        stats_.reserved_bytes[t].decrease(block->size);
-      });
-      delete block;
+    for (Block* block : pool->blocks) {
+      if (!block->isSplit()) segments.push_back(block);
     }
   }
+  std::exception_ptr error;
+  for (Block* block : segments) {
+    try {
+      DeviceScope scope(device_);
+      OPENREG_CHECK(orFree(block->ptr));
+    } catch (...) {
+      if (!error) error = std::current_exception();
+      orPointerAttributes attributes;
+      if (orPointerGetAttributes(&attributes, block->ptr) != orErrorInvalidDevicePointer) continue;
+    }
+    block->pool->blocks.erase(block);
+    stats_.num_device_free += 1;
+    for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
+      stats_.segment[t].decrease(1);
+      stats_.reserved_bytes[t].decrease(block->size);
+    });
+    delete block;
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void DeviceCachingAllocator::emptyCache() {
