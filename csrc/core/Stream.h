@@ -54,6 +54,7 @@ class OPENREG_TORCH_API OpenRegStream {
 OPENREG_TORCH_API OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device = -1);
 OPENREG_TORCH_API OpenRegStream getCurrentOpenRegStream(c10::DeviceIndex device = -1);
 // Makes `stream` current on its device for the calling thread (the current device is unchanged).
+// Throws if the stream is not live or is another device's.
 OPENREG_TORCH_API void setCurrentOpenRegStream(OpenRegStream stream);
 OPENREG_TORCH_API OpenRegStream getStreamFromPool(bool isHighPriority = false,
                                                   c10::DeviceIndex device = -1);

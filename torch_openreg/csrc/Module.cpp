@@ -126,10 +126,8 @@ PYBIND11_MODULE(_C, m) {
           const openreg::OpenRegStream stream(
               c10::Stream(c10::Stream::UNSAFE,
                           c10::Device(static_cast<c10::DeviceType>(deviceType), index), streamId));
-          openreg::check_device_index(index);
-          stream.query();  // validates the id: raises for a dead stream
+          openreg::setCurrentOpenRegStream(stream);  // validates the index and the id
           if (openreg::current_device() != index) openreg::set_device(index);
-          openreg::setCurrentOpenRegStream(stream);
         }));
   m.def("_stream_priority", translated(+[](int64_t streamId, int device) {
           const c10::Stream stream(
