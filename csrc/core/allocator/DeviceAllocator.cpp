@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
 
+#include <exception>
+
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -70,8 +72,18 @@ void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
 }
 
+// Every device is emptied, then the first error (if any) is raised: one device's failure keeps no
+// other device's cache.
 void DeviceAllocator::emptyCache(c10::MempoolId_t) {
-  for (c10::DeviceIndex i = 0; i < device_count(); ++i) forDevice(i).emptyCache();
+  std::exception_ptr error;
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    try {
+      forDevice(i).emptyCache();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // [marker: allocator-record-stream]
