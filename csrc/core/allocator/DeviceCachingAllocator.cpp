@@ -165,9 +165,10 @@ bool DeviceCachingAllocator::recordFreeEvent(Block* block, c10::Stream use) noex
 void DeviceCachingAllocator::waitForUse(c10::Stream use) noexcept {
   try {
     DeviceScope scope(use.device_index());
-    // A task error stays the stream's to report; a destroyed stream may still be draining, so
-    // its device is waited for instead. In a forked child both fail at once: no worker exists
-    // there, so no work can still use the memory.
+    // Errors are ignored: a free cannot raise. A task error this synchronization reports is
+    // therefore lost to the stream's next one, the price of a path taken only when no event can
+    // be had. A destroyed stream may still be draining, so its device is waited for instead. In a
+    // forked child both fail at once: no worker exists there, so no work can still use the memory.
     if (orStreamSynchronize(OpenRegStream(use).stream()) == orErrorInvalidResourceHandle) {
       (void)orDeviceSynchronize();
     }
