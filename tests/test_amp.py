@@ -54,12 +54,24 @@ def test_openreg_amp_autocast_and_the_supported_dtypes():
             assert not torch.is_autocast_enabled("openreg")
 
 
-def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
+# PyTorch's message for CUDA (binary_cross_entropy_banned in aten/src/ATen/autocast_mode.cpp).
+BCE_UNSAFE = (
+    "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+    "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+    "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+    "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+    "safe to autocast."
+)
+
+
+def test_binary_cross_entropy_is_refused_under_autocast_with_cudas_message():
     p, t = torch.rand(4, device="openreg"), torch.rand(4, device="openreg")
     with torch.autocast("openreg"):
-        with pytest.raises(RuntimeError, match="unsafe to autocast.*binary_cross_entropy_with_logits"):
+        with pytest.raises(RuntimeError, match="are unsafe to autocast") as info:
             F.binary_cross_entropy(p, t)
+        assert str(info.value).startswith(BCE_UNSAFE), str(info.value)
         assert F.binary_cross_entropy_with_logits(p, t).dtype == torch.float32
+    assert torch.equal(F.binary_cross_entropy(p, t).cpu(), F.binary_cross_entropy(p.cpu(), t.cpu()))
 
 
 class CountCasts(TorchDispatchMode):

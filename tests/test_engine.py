@@ -734,3 +734,64 @@ def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, param_dty
     F.layer_norm(xd, (4,), *to_device((w.repeat(2), b.repeat(2)))).float().sum().backward()
     assert same(xd.grad, xc.grad)
     assert same(torch.native_layer_norm(x.to("openreg"), (4,), None, None, 1e-5), torch.native_layer_norm(x, (4,), None, None, 1e-5))
+
+
+# name: (arguments from a float tensor, the call, the operator it reaches, the quantized dtype)
+QUANTIZED_CALLS = {
+    "quantize_per_tensor": (
+        lambda x: (x, 0.1, 10, torch.qint8), torch.quantize_per_tensor, "aten::quantize_per_tensor", "qint8"
+    ),
+    "quantize_per_tensor_tensor_qparams": (
+        lambda x: (x, x.new_tensor(0.1), x.new_tensor(10, dtype=torch.long), torch.quint8),
+        torch.quantize_per_tensor,
+        "aten::quantize_per_tensor.tensor_qparams",
+        "quint8",
+    ),
+    "quantize_per_channel": (
+        lambda x: (x.view(2, 3), x.new_ones(2), x.new_zeros(2, dtype=torch.long), 0, torch.quint8),
+        torch.quantize_per_channel,
+        "aten::quantize_per_channel",
+        "quint8",
+    ),
+    "quantize_per_tensor_dynamic": (
+        lambda x: (x, torch.qint8, False), torch.quantize_per_tensor_dynamic, "aten::quantize_per_tensor_dynamic",
+        "qint8",
+    ),
+    "empty_qint32": (
+        lambda x: (3, x.device), lambda n, device: torch.empty(n, dtype=torch.qint32, device=device), "aten::empty",
+        "qint32",
+    ),
+    "empty_affine_quantized": (
+        lambda x: ([3], x.device),
+        lambda size, device: torch._empty_affine_quantized(size, scale=0.1, zero_point=1, dtype=torch.qint8,
+                                                           device=device),
+        "aten::_empty_affine_quantized",
+        "qint8",
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*deprecated")
+@pytest.mark.parametrize("name", QUANTIZED_CALLS)
+def test_quantized_dtypes_are_refused_at_the_call_and_queue_nothing(name):
+    arguments, call, operator, dtype = QUANTIZED_CALLS[name]
+    x_cpu = torch.linspace(-1, 1, 6)
+    x = x_cpu.to("openreg")
+    assert call(*arguments(x_cpu)).dtype == getattr(torch, dtype)  # the CPU makes it
+    args = arguments(x)
+    openreg.synchronize()
+    allocated = openreg.memory_allocated()
+    before = openreg.path_counts()
+    with pytest.raises(NotImplementedError) as info:
+        call(*args)
+    message = str(info.value)
+    assert operator in message and f"torch.{dtype}" in message and "openreg:0" in message, message
+    assert "not supported on openreg" in message and "on the CPU" in message, message
+    after = openreg.path_counts()
+    assert {k: after[k] - before[k] for k in ("native", "async", "sync", "copying")} == dict.fromkeys(
+        ("native", "async", "sync", "copying"), 0
+    )
+    assert openreg.memory_allocated() == allocated
+    openreg.synchronize()  # nothing was queued: no task error surfaces here or later
+    y = torch.exp(x) + 1
+    assert same(y, torch.exp(x_cpu) + 1)

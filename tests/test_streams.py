@@ -160,3 +160,21 @@ def test_misuse_gives_clear_errors():
         openreg.Event().record(cpu_stream)
     assert openreg.Stream(priority=5).priority == 0  # clamped into the range, as on CUDA
     assert openreg.Stream(priority=-7).priority == -1
+
+
+def test_setting_a_stream_of_another_device_type_says_what_to_pass():
+    cpu_stream = torch.Stream(device="cpu")
+    for set_stream in (torch.accelerator.set_stream, openreg.set_stream):
+        with pytest.raises(ValueError) as info:
+            set_stream(cpu_stream)
+        message = str(info.value)
+        assert "not an openreg stream" in message, message
+        assert "cpu" in message.lower(), message
+        assert "torch.openreg.Stream()" in message and "torch.accelerator.current_stream()" in message
+        assert "invalid device index" not in message
+    assert openreg.current_device() == 0 and openreg.current_stream() == openreg.default_stream(0)
+    s = openreg.Stream()
+    torch.accelerator.set_stream(s)
+    assert openreg.current_stream() == s
+    x = torch.arange(6.0)
+    assert torch.equal((x.to("openreg") * 2).cpu(), x * 2)

@@ -13,9 +13,10 @@
 //                        unless the caller chose a dtype;
 //   fp32_append_dtype    norm: redispatched with a float32 dtype argument;
 //   promote              operators mixing inputs (addcmul, index_put, ...): the widest dtype.
-// binary_cross_entropy is refused under autocast, as on CUDA: it is unsafe in float16, and
-// binary_cross_entropy_with_logits is the safe form. Casts of leaf tensors that require grad
-// (weights) are cached for the autocast region, as on CUDA (at::autocast::cached_cast).
+// binary_cross_entropy is refused under autocast, as on CUDA and in CUDA's words: it is unsafe in
+// float16, and binary_cross_entropy_with_logits is the safe form. Casts of leaf tensors that
+// require grad (weights) are cached for the autocast region, as on CUDA
+// (at::autocast::cached_cast).
 //
 // Note [Gradient scaler kernels]
 // torch.amp.GradScaler("openreg") calls _amp_foreach_non_finite_check_and_unscale_ (unscale the
@@ -36,13 +37,20 @@
 namespace openreg {
 namespace {
 
+// [marker: autocast-bce-refused]
+// PyTorch's own words for CUDA (binary_cross_entropy_banned in aten/src/ATen/autocast_mode.cpp,
+// not exported), so that code matching CUDA's error ("are unsafe to autocast") matches ours.
 at::Tensor binaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&,
                                      const std::optional<at::Tensor>&, int64_t) {
   TORCH_CHECK(false,
-              "openreg autocast: binary_cross_entropy (torch.nn.BCELoss) is unsafe to autocast: "
-              "its float16 inputs lose the precision the loss needs. Use "
-              "binary_cross_entropy_with_logits (torch.nn.BCEWithLogitsLoss), which takes logits "
-              "and is safe to autocast, or disable autocast around the loss.");
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+              "autocast.\n"
+              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+              "In this case, combine the two layers using "
+              "torch.nn.functional.binary_cross_entropy_with_logits\n"
+              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits "
+              "are\n"
+              "safe to autocast.");
 }
 
 void checkOnDevice(const char* op, const char* what, const at::Tensor& t, c10::Device device) {

@@ -34,26 +34,45 @@ c10::DeviceIndex targetDevice(std::optional<at::Device> device) {
   return device.has_value() && device->has_index() ? device->index() : current_device();
 }
 
+// [marker: factory-errors]
+// A factory's errors (a bad device index, a negative or overflowing size, out of memory) come from
+// ATen's generic code and the allocator, in the CPU's words, which name neither the operator nor
+// the device. They keep their type and words and gain that context: "Trying to create tensor with
+// negative dimension -1: [-1] (openreg: aten::empty.memory_format on openreg:0)".
+template <class F>
+at::Tensor factory(const char* op, std::optional<at::Device> device, F&& make) {
+  try {
+    return make();
+  } catch (c10::Error& e) {
+    const c10::DeviceIndex index = device.has_value() && device->has_index() ? device->index() : -1;
+    TORCH_RETHROW(e, "openreg: ", op, " on ", c10::Device(c10::DeviceType::PrivateUse1, index));
+  }
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<at::Layout> layout, std::optional<at::Device> device,
                  std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
-  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "openreg: only strided tensors are supported");
-  DeviceScope scope(targetDevice(device));
-  return at::detail::empty_generic(size, &deviceAllocator(), kOpenRegKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return factory("aten::empty.memory_format", device, [&] {
+    TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+    TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+                "openreg: only strided tensors are supported");
+    DeviceScope scope(targetDevice(device));
+    return at::detail::empty_generic(size, &deviceAllocator(), kOpenRegKeys,
+                                     c10::dtype_or_default(dtype), memory_format);
+  });
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "openreg: only strided tensors are supported");
-  DeviceScope scope(targetDevice(device));
-  return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kOpenRegKeys,
-                                           c10::dtype_or_default(dtype));
+  return factory("aten::empty_strided", device, [&] {
+    TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+    TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+                "openreg: only strided tensors are supported");
+    DeviceScope scope(targetDevice(device));
+    return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kOpenRegKeys,
+                                             c10::dtype_or_default(dtype));
+  });
 }
 
 // [marker: resize]

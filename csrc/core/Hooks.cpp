@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "aten/Storage.h"
+#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
@@ -27,6 +28,9 @@ bool Hooks::hasPrimaryContext(c10::DeviceIndex device_index) const {
 
 // [marker: hooks-init]
 void Hooks::init() const {
+  // OPENREG_FALLBACK is configuration like the runtime's variables: a bad value fails the first
+  // use of a device, not only a later copying fallback.
+  engine::fallbackPolicy();
   OPENREG_CHECK(orInit(0));  // sets up every device, or raises why it cannot
   gInitialized.store(true, std::memory_order_release);
 }

@@ -80,10 +80,12 @@ c10::Stream makeStream(DeviceIndex device, StreamId id) {
 
 }  // namespace
 
+// [marker: stream-device-type]
 OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
-  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
-              "openreg: expected an openreg stream, got a stream of device type ",
-              stream.device_type());
+  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1,
+                    "openreg: expected an openreg stream, but this stream's device type is ",
+                    stream.device_type(), ", so it is not an openreg stream (", stream, "). ",
+                    kWhatStreamToPass);
 }
 
 orStream_t OpenRegStream::stream() const {
@@ -117,9 +119,21 @@ OpenRegStream getCurrentOpenRegStream(DeviceIndex device) {
   return OpenRegStream(makeStream(device, currentIds()[device]));
 }
 
+// [marker: stream-set-current]
+// A stream id is a runtime handle (Note [OpenReg stream ids]): one that is not live (never created
+// here, destroyed) or belongs to another device is refused when it is made current, with the
+// runtime's reason, rather than at the next launch on it. The lookup is lock-free.
 void setCurrentOpenRegStream(OpenRegStream stream) {
-  check_device_index(stream.device_index());
-  currentIds()[stream.device_index()] = stream.id();
+  const DeviceIndex device = stream.device_index();
+  check_device_index(device);
+  if (stream.id() != 0) {
+    int owner = -1;
+    OPENREG_CHECK(orStreamGetDevice(stream.stream(), &owner));
+    TORCH_CHECK_VALUE(owner == device, "openreg: ", stream,
+                      " names a stream of device openreg:", owner,
+                      ", not of openreg:", static_cast<int>(device), ". ", kWhatStreamToPass);
+  }
+  currentIds()[device] = stream.id();
 }
 
 OpenRegStream getStreamFromPool(bool isHighPriority, DeviceIndex device) {

@@ -22,9 +22,14 @@ namespace openreg {
 
 constexpr int kStreamsPerPool = 8;
 
+// What an error about a stream of another device type tells the caller to pass instead.
+inline constexpr const char* kWhatStreamToPass =
+    "Pass an openreg stream, such as torch.openreg.Stream(), torch.Stream(device=\"openreg\") or "
+    "torch.accelerator.current_stream().";
+
 class OPENREG_TORCH_API OpenRegStream {
  public:
-  // Throws unless `stream` is an openreg stream.
+  // Throws ValueError unless `stream` is an openreg stream, naming its device type.
   explicit OpenRegStream(c10::Stream stream);
 
   c10::Stream unwrap() const { return stream_; }
@@ -49,6 +54,7 @@ class OPENREG_TORCH_API OpenRegStream {
 OPENREG_TORCH_API OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device = -1);
 OPENREG_TORCH_API OpenRegStream getCurrentOpenRegStream(c10::DeviceIndex device = -1);
 // Makes `stream` current on its device for the calling thread (the current device is unchanged).
+// Throws if the stream is not live or is another device's.
 OPENREG_TORCH_API void setCurrentOpenRegStream(OpenRegStream stream);
 OPENREG_TORCH_API OpenRegStream getStreamFromPool(bool isHighPriority = false,
                                                   c10::DeviceIndex device = -1);

@@ -120,14 +120,14 @@ PYBIND11_MODULE(_C, m) {
           return streamTriple(
               openreg::getDefaultOpenRegStream(static_cast<c10::DeviceIndex>(device)));
         }));
-  m.def("_set_stream", translated(+[](int64_t streamId, int device) {
+  // The device type comes along so that a stream of another type gets the error naming it.
+  m.def("_set_stream", translated(+[](int64_t streamId, int device, int deviceType) {
           const auto index = static_cast<c10::DeviceIndex>(device);
-          openreg::check_device_index(index);
-          const c10::Stream stream(c10::Stream::UNSAFE,
-                                   c10::Device(c10::DeviceType::PrivateUse1, index), streamId);
-          openreg::OpenRegStream(stream).query();  // validates the id: raises for a dead stream
+          const openreg::OpenRegStream stream(
+              c10::Stream(c10::Stream::UNSAFE,
+                          c10::Device(static_cast<c10::DeviceType>(deviceType), index), streamId));
+          openreg::setCurrentOpenRegStream(stream);  // validates the index and the id
           if (openreg::current_device() != index) openreg::set_device(index);
-          openreg::setCurrentOpenRegStream(openreg::OpenRegStream(stream));
         }));
   m.def("_stream_priority", translated(+[](int64_t streamId, int device) {
           const c10::Stream stream(

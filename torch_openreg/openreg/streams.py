@@ -89,12 +89,12 @@ def default_stream(device: Any = None) -> Stream:
 
 
 def set_stream(stream: torch.Stream) -> None:
-    """Makes `stream` current, and its device the current device, as torch.cuda.set_stream does."""
+    """Makes `stream` current, and its device the current device, as torch.cuda.set_stream does.
+
+    A stream of another device type raises ValueError naming its type (csrc/core/Stream.cpp)."""
     if stream is None:
         return
-    if stream.device_type != torch._C._get_privateuse1_backend_name() and stream.device.type != "openreg":
-        raise ValueError(f"openreg: expected an openreg stream, got {stream}")
-    _C._set_stream(stream.stream_id, stream.device_index)
+    _C._set_stream(stream.stream_id, stream.device_index, stream.device_type)
 
 
 class StreamContext:

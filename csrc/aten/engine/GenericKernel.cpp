@@ -4,7 +4,8 @@
 // Registered as the PrivateUse1 backend fallback, so every operator without a kernel of its own
 // comes here, boxed. For a call:
 //  1. The device: every openreg tensor argument must be on one device; CPU tensors are accepted
-//     only as 0-dim scalars, as TensorIterator accepts them.
+//     only as 0-dim scalars, as TensorIterator accepts them. A quantized dtype is refused here
+//     (Note [No quantized tensors] in Quantized.h).
 //  2. Asynchronous path. The operator runs on Meta copies of its arguments: this computes output
 //     shapes, strides and dtypes without touching data, and raises shape and dtype errors at the
 //     call site, as the CPU would. Outputs are allocated on the device (caching allocator,
@@ -51,6 +52,7 @@
 #include "aten/engine/GenericKernel.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/OpTraits.h"
+#include "aten/engine/Quantized.h"
 #include "aten/engine/ShapeCache.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -517,6 +519,8 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     return answer;
   }
   traits.metaWorks = 1;
+  // A quantized result is the call's error, like a dtype error: raised here, never remembered.
+  refuseQuantizedResults(op, meta, c10::Device(c10::DeviceType::PrivateUse1, current_device()));
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
@@ -524,6 +528,17 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   }
   recordResults(schema, meta, answer.get());
   return answer;
+}
+
+// The CPU kernel on the calling thread: its error, raised at the call, keeps the CPU's type and
+// names the device and the operator.
+void runCpuKernelNamingDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                              c10::Device device) {
+  try {
+    op.redispatchBoxed(kCpuKeys, stack);
+  } catch (const c10::Error&) {
+    rethrowNamingDevice(device, c10::toString(op.schema().operator_name()));
+  }
 }
 
 // [marker: engine-empty-inputs]
@@ -557,12 +572,8 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
       }));
     }
   }
-  try {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    op.redispatchBoxed(kCpuKeys, &s);
-  } catch (const c10::Error&) {
-    rethrowNamingDevice(device, c10::toString(op.schema().operator_name()));
-  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  runCpuKernelNamingDevice(op, &s, device);
 }
 
 // [marker: engine-async]
@@ -720,10 +731,10 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
     impl->waitForUses();
     impl->runWithCpuGenerator([&](const at::Generator& cpu) {
       s[generatorIndex] = cpu;
-      op.redispatchBoxed(kCpuKeys, &s);
+      runCpuKernelNamingDevice(op, &s, device);
     });
   } else {
-    op.redispatchBoxed(kCpuKeys, &s);
+    runCpuKernelNamingDevice(op, &s, device);
   }
   for (const Made& made : aliases) {
     // An out= argument the CPU kernel resized where no Meta kernel could say so ahead (this path
@@ -779,6 +790,7 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
+  refuseQuantizedArguments(op, args, device);  // Note [No quantized tensors]
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "

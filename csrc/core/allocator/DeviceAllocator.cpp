@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
 
+#include <exception>
+
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -37,20 +39,31 @@ c10::DeleterFnPtr DeviceAllocator::raw_deleter() const {
   return &deleteBlock;
 }
 
-void DeviceAllocator::deleteBlock(void* ptr) {
+void DeviceAllocator::deleteBlock(void* ptr) noexcept {
   deviceAllocator().free(ptr);
 }
 
-void DeviceAllocator::free(void* ptr) {
+// Never throws: see Note [A free never throws] in DeviceCachingAllocator.h.
+void DeviceAllocator::free(void* ptr) noexcept {
   if (ptr == nullptr) return;
-  allocator::Block* block;
+  allocator::Block* block = nullptr;
   {
     std::lock_guard<std::mutex> lock(blocksMutex_);
     auto it = blocks_.find(ptr);
-    TORCH_INTERNAL_ASSERT(it != blocks_.end(),
-                          "openreg: freeing a pointer the allocator never gave out");
-    block = it->second;
-    blocks_.erase(it);
+    if (it != blocks_.end()) {
+      block = it->second;
+      blocks_.erase(it);
+    }
+  }
+  if (block == nullptr) {
+    try {
+      TORCH_WARN(
+          "openreg: freeing a pointer the allocator never gave out (an internal error; "
+          "please report it). It is left alone.");
+    } catch (...) {
+      // A warning handler that throws must not escape a free.
+    }
+    return;
   }
   devices_[block->stream.device_index()]->free(block);
 }
@@ -59,8 +72,18 @@ void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
 }
 
+// Every device is emptied, then the first error (if any) is raised: one device's failure keeps no
+// other device's cache.
 void DeviceAllocator::emptyCache(c10::MempoolId_t) {
-  for (c10::DeviceIndex i = 0; i < device_count(); ++i) forDevice(i).emptyCache();
+  std::exception_ptr error;
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    try {
+      forDevice(i).emptyCache();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // [marker: allocator-record-stream]

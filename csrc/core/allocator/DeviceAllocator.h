@@ -36,8 +36,8 @@ class OPENREG_TORCH_API DeviceAllocator final : public c10::DeviceAllocator {
   std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot();
 
  private:
-  static void deleteBlock(void* ptr);
-  void free(void* ptr);
+  static void deleteBlock(void* ptr) noexcept;
+  void free(void* ptr) noexcept;  // the DataPtr deleter's work: never throws
   allocator::DeviceCachingAllocator& forDevice(c10::DeviceIndex device);
 
   std::once_flag created_;

@@ -3,7 +3,10 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <sstream>
+#include <string>
 
 #include "core/Exception.h"
 #include "core/Functions.h"
@@ -63,17 +66,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   const size_t size = roundSize(requested);
   BlockPool& pool = size <= kSmallSize ? smallBlocks_ : largeBlocks_;
   Block* block = takeFreeBlock(pool, stream, size);
-  if (block == nullptr) {
-    const size_t segmentSize = segmentSizeFor(size);
-    block = allocateSegment(pool, stream, segmentSize);
-    if (block == nullptr) {
-      // Return what the cache holds and try once more, as CUDA's allocator does.
-      stats_.num_alloc_retries += 1;
-      releaseCachedSegments();
-      block = allocateSegment(pool, stream, segmentSize);
-    }
-    if (block == nullptr) throwOutOfMemory(requested, segmentSize);
-  }
+  if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
     auto* rest =
         new Block(stream, block->size - size, &pool, static_cast<char*>(block->ptr) + size);
@@ -97,8 +90,27 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   return block;
 }
 
+// [marker: allocator-segment-fallback]
+// A new segment holding a block of `size` bytes (Note [Caching allocator]): the size class's
+// segment, once more after returning the cache if need be, and failing that the smallest segment
+// that holds the request.
+Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, size_t size,
+                                          size_t requested) {
+  const size_t segmentSize = segmentSizeFor(size);
+  Block* block = allocateSegment(pool, stream, segmentSize);
+  if (block == nullptr) {
+    // Return what the cache holds and try once more, as CUDA's allocator does.
+    stats_.num_alloc_retries += 1;
+    releaseCachedSegments();
+    block = allocateSegment(pool, stream, segmentSize);
+  }
+  if (block == nullptr && segmentSize > size) block = allocateSegment(pool, stream, size);
+  if (block == nullptr) throwOutOfMemory(requested, size);
+  return block;
+}
+
 // [marker: allocator-free]
-void DeviceCachingAllocator::free(Block* block) {
+void DeviceCachingAllocator::free(Block* block) noexcept {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   block->allocated = false;
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
@@ -106,20 +118,63 @@ void DeviceCachingAllocator::free(Block* block) {
     stats_.allocated_bytes[t].decrease(block->size);
     stats_.requested_bytes[t].decrease(block->requested);
   });
-  if (block->streamUses.empty()) {
-    freeBlock(block);
-    return;
-  }
   // Used on other streams: reusable once the work queued there so far has completed.
   for (const c10::Stream& use : block->streamUses) {
-    DeviceScope scope(use.device_index());
-    orEvent_t event = nullptr;
-    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-    OPENREG_CHECK(orEventRecord(event, OpenRegStream(use).stream()));
-    pending_.emplace_back(event, block);
-    block->pendingEvents += 1;
+    if (!recordFreeEvent(block, use)) waitForUse(use);
   }
   block->streamUses.clear();
+  if (block->pendingEvents == 0) freeBlock(block);
+}
+
+// See Note [A free never throws].
+bool DeviceCachingAllocator::recordFreeEvent(Block* block, c10::Stream use) noexcept {
+  orEvent_t event = nullptr;
+  std::string reason;
+  try {
+    DeviceScope scope(use.device_index());
+    orError_t status = orEventCreateWithFlags(&event, orEventDisableTiming);
+    if (status == orSuccess) status = orEventRecord(event, OpenRegStream(use).stream());
+    if (status == orSuccess) {
+      pending_.emplace_back(event, block);
+      block->pendingEvents += 1;
+      return true;
+    }
+    reason = orGetLastErrorMessage();
+  } catch (const c10::Error& e) {
+    reason = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    reason = e.what();
+  }
+  if (event != nullptr) (void)orEventDestroy(event);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    try {
+      TORCH_WARN(
+          "openreg: freeing memory used on another stream (record_stream) could not record "
+          "an event there (",
+          reason,
+          "). The memory went back to the cache after that stream's work completed, or "
+          "at once where no work can run (a forked child). This warning is shown once.");
+    } catch (...) {
+      // A warning handler that throws (warnings turned into errors) must not escape a free.
+    }
+  }
+  return false;
+}
+
+void DeviceCachingAllocator::waitForUse(c10::Stream use) noexcept {
+  try {
+    DeviceScope scope(use.device_index());
+    // Errors are ignored: a free cannot raise. A task error this synchronization reports is
+    // therefore lost to the stream's next one, the price of a path taken only when no event can
+    // be had. A destroyed stream may still be draining, so its device is waited for instead. In a
+    // forked child both fail at once: no worker exists there, so no work can still use the memory.
+    if (orStreamSynchronize(OpenRegStream(use).stream()) == orErrorInvalidResourceHandle) {
+      (void)orDeviceSynchronize();
+    }
+  } catch (...) {
+    // As above: nothing left to wait for.
+  }
 }
 
 void DeviceCachingAllocator::recordStream(Block* block, c10::Stream stream) {
@@ -224,29 +279,40 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 }
 
 // [marker: allocator-release]
+// Every whole free segment goes back to the runtime, and the statistics follow what the runtime
+// did: orFree may report an error and yet have released the segment (an earlier task's error,
+// reported by its synchronization), or fail without releasing it (in a forked child). A segment
+// counts as released when orFree succeeded or the runtime no longer knows the pointer; otherwise
+// it stays in its pool, cached and counted. The first error is raised once every segment has
+// been tried.
 void DeviceCachingAllocator::releaseCachedSegments() {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
+  std::vector<Block*> segments;
   for (BlockPool* pool : {&smallBlocks_, &largeBlocks_}) {
-    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
-      Block* block = *it;
-      if (block->isSplit()) {
-        ++it;
-        continue;
-      }
-      it = pool->blocks.erase(it);
-      {
-        DeviceScope scope(device_);
-        OPENREG_CHECK(orFree(block->ptr));
-      }
-      stats_.num_device_free += 1;
-      for_each_selected_stat_type(statTypes(*pool), [&](size_t t) {
-        stats_.segment[t].decrease(1);
-        stats_.reserved_bytes[t].decrease(block->size);
-      });
-      delete block;
+    for (Block* block : pool->blocks) {
+      if (!block->isSplit()) segments.push_back(block);
     }
   }
+  std::exception_ptr error;
+  for (Block* block : segments) {
+    try {
+      DeviceScope scope(device_);
+      OPENREG_CHECK(orFree(block->ptr));
+    } catch (...) {
+      if (!error) error = std::current_exception();
+      orPointerAttributes attributes;
+      if (orPointerGetAttributes(&attributes, block->ptr) != orErrorInvalidDevicePointer) continue;
+    }
+    block->pool->blocks.erase(block);
+    stats_.num_device_free += 1;
+    for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
+      stats_.segment[t].decrease(1);
+      stats_.reserved_bytes[t].decrease(block->size);
+    });
+    delete block;
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void DeviceCachingAllocator::emptyCache() {

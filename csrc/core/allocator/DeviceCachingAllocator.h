@@ -9,9 +9,20 @@
 // merge; empty_cache() returns whole free segments to the runtime. So a steady-state loop that
 // frees and reallocates the same sizes makes no runtime call at all (num_device_alloc stays put).
 //
-// When a segment cannot be had, the allocator releases its cached segments and tries again; if
-// that fails too it raises torch.OutOfMemoryError naming the device, the request, what PyTorch
-// holds and what the device has left, and changes nothing.
+// When a segment cannot be had, the allocator releases its cached segments and tries again. If
+// the size class's segment still cannot be had, it takes the smallest segment that holds the
+// request: a request that fits the device never fails because its segment was rounded up (a
+// 4 MiB tensor asks for a 20 MiB segment, more than a 16 MiB device has). If that fails too it
+// raises torch.OutOfMemoryError naming the device, the request, what PyTorch holds and what the
+// device has left, and changes nothing.
+//
+// Note [A free never throws]
+// free() runs from the DataPtr deleter, in tensor destructors, so it is noexcept and every path
+// under it must not throw. Freeing a block used on other streams records an event on each of
+// them; where that fails (a child forked after the parent used the device has no workers, so
+// every event call fails there), the free waits for that stream instead, ignoring its errors,
+// and where even that is impossible (the forked child again) the block goes back to its pool at
+// once: no work can still be using it. It warns once per process.
 //
 // Threading: one recursive mutex per device (a free may run from a tensor destructor inside the
 // allocator's own callers). Never takes the GIL, never calls Python.
@@ -40,10 +51,12 @@ class DeviceCachingAllocator {
 
   // A block of at least `size` bytes for work on `stream`. Throws c10::OutOfMemoryError.
   Block* malloc(size_t size, c10::Stream stream);
-  void free(Block* block);
+  // Never throws: see Note [A free never throws].
+  void free(Block* block) noexcept;
   // Marks `block` as used on `stream`, so that a free waits for the work queued there.
   void recordStream(Block* block, c10::Stream stream);
-  // Returns every fully free segment to the runtime.
+  // Returns every fully free segment to the runtime. Raises the runtime's first error, after
+  // trying every segment; the statistics count only the segments the runtime released.
   void emptyCache();
 
   DeviceStats getStats();
@@ -56,7 +69,10 @@ class DeviceCachingAllocator {
 
   StatTypes statTypes(const BlockPool& pool) const;
   Block* takeFreeBlock(BlockPool& pool, c10::Stream stream, size_t size);
+  Block* newSegment(BlockPool& pool, c10::Stream stream, size_t size, size_t requested);
   Block* allocateSegment(BlockPool& pool, c10::Stream stream, size_t segmentSize);
+  bool recordFreeEvent(Block* block, c10::Stream use) noexcept;
+  void waitForUse(c10::Stream use) noexcept;
   void insertFree(Block* block);
   void eraseFree(Block* block);
   void freeBlock(Block* block);

@@ -20,6 +20,25 @@ Device openregDevice(DeviceIndex index) {
 orEvent_t asEvent(void* event) {
   return static_cast<orEvent_t>(event);
 }
+
+// [marker: guard-index-given]
+// Note [Device index -1 in the guard]
+// torch.accelerator.set_stream(s) makes s's device index current on the accelerator (openreg)
+// before it checks s's device type. A stream of another device type, a CPU stream above all, has
+// index -1, so openreg's first sight of the mistake is setDevice(openreg:-1), which knows nothing
+// of the stream. Device guards treat -1 as "the current device" and never pass it here, and
+// torch.accelerator.set_device_index(-1) does nothing, so this is how -1 arrives: the error says
+// so, and what to pass, rather than "invalid device index -1".
+void checkIndexGiven(DeviceIndex index) {
+  TORCH_CHECK_VALUE(
+      index >= 0, "openreg: expected an openreg stream or device, but got device index ",
+      static_cast<int>(index),
+      ", which names no openreg device. torch.accelerator.set_stream(stream) makes the stream's "
+      "device index current before it checks the stream's device type, and a stream of another "
+      "device type, such as a cpu stream (torch.Stream(device=\"cpu\")), has index -1: it is not "
+      "an openreg stream. ",
+      kWhatStreamToPass);
+}
 }  // namespace
 
 GuardImpl::GuardImpl(c10::DeviceType t) {
@@ -29,6 +48,7 @@ GuardImpl::GuardImpl(c10::DeviceType t) {
 // [marker: guard-device]
 Device GuardImpl::exchangeDevice(Device d) const {
   TORCH_CHECK(d.type() == static_type, "openreg: expected an openreg device, got ", d);
+  checkIndexGiven(d.index());
   return openregDevice(ExchangeDevice(d.index()));
 }
 
@@ -38,6 +58,7 @@ Device GuardImpl::getDevice() const {
 
 void GuardImpl::setDevice(Device d) const {
   TORCH_CHECK(d.type() == static_type, "openreg: expected an openreg device, got ", d);
+  checkIndexGiven(d.index());
   set_device(d.index());
 }
 

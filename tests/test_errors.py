@@ -1,0 +1,300 @@
+"""The error model (docs/errors.md): no value computed by or from a failed task is ever read as
+data, by any thread, stream or later kernel; kernel errors arrive as the CPU's exception, naming the
+device and the operator; the device stays usable. The CPU is the oracle."""
+
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import run_python
+
+openreg = torch.openreg
+
+DATA = torch.arange(12.0).view(3, 4)
+BAD = torch.tensor([0, 7])  # row 7 of a 3-row tensor
+
+
+def failed_result(device="openreg"):
+    """An index_select whose index is out of range: it fails inside its task."""
+    return DATA.to(device).index_select(0, BAD.to(device))
+
+
+def drain():
+    for index in range(openreg.device_count()):
+        try:
+            openreg.synchronize(index)
+        except (RuntimeError, IndexError):
+            pass
+
+
+@pytest.fixture(autouse=True)
+def leave_no_task_error():
+    yield
+    drain()
+
+
+def assert_original_error(info):
+    message = str(info.value)
+    assert "device 0" in message and "aten::index_select" in message, message
+    assert "index out of range in self" in message, message
+    assert "frame #" not in message and "Exception raised from" not in message, message
+
+
+def test_a_reader_on_a_stream_that_waited_for_the_failed_one_gets_the_error():
+    side = openreg.Stream()
+    with openreg.stream(side):
+        r = failed_result()
+        done = openreg.Event()
+        done.record()
+    openreg.current_stream().wait_event(done)  # correct use: the default stream waits
+    with pytest.raises(IndexError) as info:
+        r.cpu()  # used to return zeros
+    assert_original_error(info)
+    with pytest.raises(IndexError):
+        done.synchronize()  # the event carries the failure too
+    r.record_stream(side)
+
+
+def test_a_reader_gets_the_error_whatever_another_thread_synchronizes():
+    stop = threading.Event()
+
+    def synchronizer():
+        while not stop.is_set():
+            try:
+                openreg.synchronize()
+            except IndexError:
+                pass
+
+    thread = threading.Thread(target=synchronizer)
+    thread.start()
+    silent = 0
+    try:
+        for _ in range(200):
+            r = failed_result()
+            try:
+                r.cpu()
+                silent += 1  # read the failed kernel's memory as data
+            except IndexError:
+                pass
+    finally:
+        stop.set()
+        thread.join()
+    assert silent == 0
+
+
+def test_values_computed_from_a_failed_result_raise_the_original_error():
+    r = failed_result()
+    derived = (r * 2 + 1).sum(0)  # queued behind the failure: these kernels never run
+    reads = {
+        "cpu": lambda: derived.cpu(),
+        "item": lambda: derived[0].item(),
+        "print": lambda: str(derived),
+        "synchronizing op": lambda: torch.nonzero(derived),
+        "numpy": lambda: derived.cpu().numpy(),
+    }
+    for name, read in reads.items():
+        with pytest.raises(IndexError) as info:
+            read()
+        assert_original_error(info)
+    openreg.synchronize()  # the stream's report was taken by the first read...
+    with pytest.raises(IndexError):
+        derived.cpu()  # ...but the values stay unreadable
+
+
+def test_work_independent_of_the_failure_runs_and_overwriting_makes_data_again():
+    x = torch.randn(5, 4)
+    on_device = x.to("openreg")
+    r = failed_result()
+    y = on_device * 3  # independent of r, queued after it: it runs
+    with pytest.raises(IndexError):
+        y.cpu()  # a blocking copy synchronizes: it reports the stream's failure, once
+    assert torch.equal(y.cpu(), x * 3)
+    r.fill_(2.0)  # a kernel that writes every element: r holds data again
+    assert torch.equal(r.cpu(), torch.full((2, 4), 2.0))
+    s = failed_result()
+    drain()  # the copy below is a synchronizing call too: it would report the failure
+    s.copy_(DATA[:2])  # a copy that covers s
+    assert torch.equal(s.cpu(), DATA[:2])
+
+
+def test_an_in_place_update_of_a_failed_result_stays_an_error():
+    r = failed_result()
+    r.add_(1)  # reads the failed values: it does not run
+    r[0] = 5.0  # writes only part of r
+    with pytest.raises(IndexError):
+        r.cpu()
+
+
+def test_a_blocking_launch_raises_at_the_call_and_leaves_nothing_pending():
+    result = run_python(
+        """
+        import torch
+        x = torch.arange(12.0).view(3, 4).to("openreg")
+        try:
+            x.index_select(0, torch.tensor([7]).to("openreg"))
+            print("no error")
+        except IndexError as e:
+            print("IndexError at the call:", "aten::index_select" in str(e))
+        torch.openreg.synchronize()
+        print((x * 2).sum().item())
+        """,
+        env={"OPENREG_LAUNCH_BLOCKING": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["IndexError at the call: True", "132.0"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.index_select(0, torch.tensor([9]).to(t.device)),
+        lambda t: torch.gather(t, 1, torch.tensor([[0, 8]]).to(t.device)),
+        lambda t: F.nll_loss(t.log_softmax(1), torch.tensor([0, 1, 9]).to(t.device)),
+        lambda t: F.embedding(torch.tensor([4]).to(t.device), t),
+    ],
+    ids=["index_select", "gather", "nll_loss", "embedding"],
+)
+def test_a_kernels_error_has_the_cpus_type_and_message(call):
+    with pytest.raises(Exception) as cpu:
+        call(DATA)
+    result = call(DATA.to("openreg"))
+    with pytest.raises(type(cpu.value)) as info:
+        result.cpu()
+    message = str(info.value)
+    assert message.startswith("openreg: a task failed on device 0: aten::"), message
+    cpu_message = str(cpu.value).split("\n")[0]
+    assert cpu_message in message, (cpu_message, message)
+    assert len(message) < 400, message  # no C++ backtrace of the worker
+
+
+@pytest.mark.parametrize(
+    "call, names_openreg",
+    [(lambda d: torch.empty(0, 3, device=d).max(), True),
+     (lambda d: torch.empty(0, device=d).min(), True),
+     # raised by ATen's structured meta function, before any backend: the CPU's words exactly
+     (lambda d: torch.empty(0, 3, device=d).argmax(), False)],
+    ids=["max", "min", "argmax"],
+)
+def test_errors_the_cpu_raises_from_shapes_alone_are_raised_at_the_call(call, names_openreg):
+    with pytest.raises(Exception) as cpu:
+        call("cpu")
+    with pytest.raises(type(cpu.value)) as info:
+        call("openreg")
+    assert str(cpu.value).split("\n")[0].split(". ")[0] in str(info.value)
+    assert ("openreg" in str(info.value)) == names_openreg
+    openreg.synchronize()  # nothing was left pending
+
+
+def test_empty_inputs_the_cpu_accepts_still_run_asynchronously():
+    got = torch.empty(0, 3, device="openreg").sum(0)
+    assert torch.equal(got.cpu(), torch.zeros(3))
+
+
+# --- every native kernel under torch.inference_mode() ------------------------------------------
+
+
+def native_kernel_cases():
+    g = torch.Generator().manual_seed(0)
+    x4 = torch.randn(2, 3, 8, 8, generator=g)
+    seq = torch.randn(2, 5, 4, generator=g)
+    conv = nn.Conv2d(3, 4, 3)
+    lstm = nn.LSTM(4, 6, batch_first=True)
+    lstm_cell, gru_cell = nn.LSTMCell(4, 6), nn.GRUCell(4, 6)
+    ops = torch.ops.openreg
+    bias = torch.randn(4, generator=g)
+    return {
+        "zeros": lambda d: torch.zeros(3, 4, device=d),
+        "ones": lambda d: torch.ones(3, 4, device=d),
+        "full": lambda d: torch.full((3, 4), 2.5, device=d),
+        "fill_": lambda d: torch.empty(5, device=d).fill_(3.0),
+        "zero_": lambda d: torch.ones(5, device=d).zero_(),
+        "contiguous of a transposed view": lambda d: DATA.to(d).t().contiguous(),
+        "copy_ between layouts": lambda d: torch.empty(4, 3, device=d).copy_(DATA.t().to(d)),
+        "abs (dispatch stub)": lambda d: (-DATA).to(d).abs(),
+        "conv2d": lambda d: conv.to(d)(x4.to(d)),
+        "conv2d channels_last": lambda d: conv.to(d)(x4.to(d, memory_format=torch.channels_last)),
+        "nn.LSTM": lambda d: lstm.to(d)(seq.to(d))[0],
+        "LSTMCell": lambda d: lstm_cell.to(d)(seq[:, 0].to(d))[0],
+        "GRUCell": lambda d: gru_cell.to(d)(seq[:, 0].to(d)),
+        "layer_norm": lambda d: F.layer_norm(seq.to(d), (4,)),
+        "custom_abs": lambda d: ops.custom_abs(seq.to(d)) if d != "cpu" else seq.abs(),
+        "fused_bias_gelu": lambda d: ops.fused_bias_gelu(seq.to(d), bias.to(d)),
+        "generic engine op": lambda d: (seq.to(d) * 2).softmax(-1),
+    }
+
+
+@pytest.mark.parametrize("name", list(native_kernel_cases()))
+def test_every_native_kernel_runs_under_inference_mode(name):
+    call = native_kernel_cases()[name]
+    with torch.inference_mode():
+        expected = call("cpu")
+        got = call("openreg")
+        assert got.device.type == "openreg"
+        assert torch.equal(got.cpu(), expected)
+        assert got.is_contiguous(memory_format=torch.channels_last) == expected.is_contiguous(
+            memory_format=torch.channels_last
+        )
+
+
+def test_grad_scaler_kernels_run_under_inference_mode():
+    grads = [torch.tensor([1.0, float("inf")]), torch.tensor([2.0, 4.0])]
+    with torch.inference_mode():
+        found = {}
+        for device in ("cpu", "openreg"):
+            g = [t.clone().to(device) for t in grads]
+            inf = torch.zeros(1, device=device)
+            torch._amp_foreach_non_finite_check_and_unscale_(g, inf, torch.full((1,), 0.5, device=device))
+            found[device] = (inf.cpu(), [t.cpu() for t in g])
+    assert torch.equal(found["cpu"][0], found["openreg"][0])
+    assert all(torch.equal(a, b) for a, b in zip(found["cpu"][1], found["openreg"][1]))
+
+
+# --- host memory behind a stalled stream --------------------------------------------------------
+
+
+def test_a_stalled_stream_holds_bounded_host_memory_and_gives_it_back():
+    result = run_python(
+        """
+        import resource, torch
+        def rss_mb():
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024
+        x = torch.ones(1, device="openreg")
+        for _ in range(2000):
+            x.add_(1)
+        torch.openreg.synchronize()
+        before = rss_mb()
+        torch.openreg._sleep(1500)  # the stream stalls; the host keeps launching
+        for _ in range(60000):
+            x.add_(1)
+        during = rss_mb()
+        torch.openreg.synchronize()
+        print(during - before, rss_mb() - before, x.item())
+        """,
+        env={"OPENREG_QUEUE_DEPTH": "1024"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    during, after, value = (float(v) for v in result.stdout.split())
+    assert value == 62001.0
+    # 60,000 queued operations at ~2 KB each would hold ~120 MB; a 1024-deep queue holds ~2 MB.
+    assert during < 40 and after < 40, (during, after)
+
+
+def test_an_invalid_queue_depth_is_refused_naming_the_variable():
+    result = run_python(
+        """
+        import torch
+        try:
+            torch.ones(1, device="openreg")
+        except RuntimeError as e:
+            print(str(e).splitlines()[0])
+        """,
+        env={"OPENREG_QUEUE_DEPTH": "0"},
+    )
+    assert "OPENREG_QUEUE_DEPTH" in result.stdout, result.stdout + result.stderr
