@@ -180,7 +180,7 @@ def finish_quietly() -> None:
     """Lets a task error from a failed case surface here, so the next case starts clean."""
     try:
         torch.openreg.synchronize()
-    except RuntimeError:
+    except Exception:  # noqa: BLE001  a kernel's error has the CPU's type (docs/errors.md)
         pass
 
 

@@ -54,11 +54,9 @@ void EventRecord::wait(int spinMicros) {
   cv_.wait(lock, [this] { return done(); });
 }
 
-std::shared_ptr<EventRecord> Event::newRecord() {
-  auto record = std::make_shared<EventRecord>();
+void Event::publish(std::shared_ptr<EventRecord> record) {
   std::lock_guard<std::mutex> lock(mutex_);
-  latest_ = record;
-  return record;
+  latest_ = std::move(record);
 }
 
 std::shared_ptr<EventRecord> Event::latest() const {

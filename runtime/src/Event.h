@@ -63,7 +63,8 @@ class Event {
   int device() const { return device_; }
   bool timing() const { return timing_; }
 
-  std::shared_ptr<EventRecord> newRecord();
+  // Makes `record` (already queued) the one later queries and waits refer to.
+  void publish(std::shared_ptr<EventRecord> record);
   std::shared_ptr<EventRecord> latest() const;
 
  private:

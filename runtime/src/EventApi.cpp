@@ -58,8 +58,13 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   }
   StreamOp op;
   op.kind = StreamOp::Kind::Record;
-  op.record = event->newRecord();
+  // Published only once queued (and so bound to its stream and ticket): a record the event
+  // pointed at before that could be waited on by the very stream whose full queue
+  // (Note [Bounded queues]) holds back its enqueue, a deadlock, and would have no stream yet.
+  auto record = std::make_shared<EventRecord>();
+  op.record = record;
   stream->enqueue(std::move(op));
+  event->publish(std::move(record));
   return orSuccess;
 }
 

@@ -237,4 +237,3 @@ void waitForAllDevices() {
 }
 
 }  // namespace openreg
-

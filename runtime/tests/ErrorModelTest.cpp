@@ -220,3 +220,31 @@ TEST(ErrorModel, AFullQueueMakesTheHostWait) {
       },
       ::testing::ExitedWithCode(0), "");
 }
+
+// An event record is published only once it is queued: while a full queue holds back
+// orEventRecord, waits and queries see the event's previous record (here: none), never one that
+// has no place in a stream yet (the fuzzer found a deadlock that way).
+TEST(ErrorModel, ARecordHeldBackByAFullQueueIsNotVisibleYet) {
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_QUEUE_DEPTH", "8", 1);
+        orStream_t other;
+        orEvent_t event;
+        orStreamCreate(&other);
+        orEventCreate(&event);
+        Gate gate;
+        launchGate(nullptr, gate);
+        gate.waitEntered();
+        for (int i = 0; i < 7; ++i) openreg::launch(nullptr, [] {});
+        std::thread recorder([&] { orEventRecord(event, nullptr); });  // waits for queue space
+        sleepMs(50);
+        const bool unseen =
+            orEventQuery(event) == orSuccess && orStreamWaitEvent(other, event, 0) == orSuccess;
+        gate.open();
+        recorder.join();
+        const bool done =
+            orEventSynchronize(event) == orSuccess && orStreamSynchronize(other) == orSuccess;
+        std::exit(unseen && done ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}

@@ -199,7 +199,8 @@ struct Alloc {
 struct Pinned {
   char* ptr = nullptr;
   std::size_t size = 0;
-  bool source = false;  // sources are never written after creation; sinks are never read
+  bool source = false;           // sources are never written after creation; sinks are never read
+  orStream_t pending = nullptr;  // sinks: the last stream whose copy writes it, null when settled
 };
 
 struct FuzzStream {
@@ -369,9 +370,18 @@ class Fuzzer {
   // touched it on another stream: record an event there and make `target` wait for it.
   void orderAfter(orStream_t target, Alloc& a) {
     if (a.pending == nullptr || a.pending == target) return;
-    const int d = deviceOfStream(a.pending);
     note(a, "ordered: " + hex(target) + " waits for " + hex(a.pending));
-    call("orEventRecord", 0, [&] { return orEventRecord(orderEvents_[d], a.pending); });
+    orderAfter(target, a.pending);
+  }
+
+  // The same for a pinned sink: two asynchronous copies into it on different streams would race.
+  void orderAfter(orStream_t target, Pinned& p) {
+    if (p.pending != nullptr && p.pending != target) orderAfter(target, p.pending);
+  }
+
+  void orderAfter(orStream_t target, orStream_t pending) {
+    const int d = deviceOfStream(pending);
+    call("orEventRecord", 0, [&] { return orEventRecord(orderEvents_[d], pending); });
     call("orStreamWaitEvent", 0, [&] { return orStreamWaitEvent(target, orderEvents_[d], 0); });
   }
 
@@ -383,6 +393,7 @@ class Fuzzer {
     }
     setDevice(saved);
     for (Alloc& a : allocs_) a.pending = nullptr;
+    for (Pinned& p : pinned_) p.pending = nullptr;
   }
 
   void setDevice(int d) {
@@ -663,10 +674,11 @@ class Fuzzer {
         int device;
         const orStream_t s = liveStream(&identity, &device);
         orderAfter(identity, a);
+        orderAfter(identity, p);
         const orError_t e = call("orMemcpyAsync", launchCodes(), [&] {
           return orMemcpyAsync(p.ptr, a.ptr + offset, count, kindOr(orMemcpyDeviceToHost), s);
         });
-        if (e == orSuccess && count > 0) a.pending = identity;
+        if (e == orSuccess && count > 0) a.pending = p.pending = identity;
         return;
       }
     }
@@ -877,9 +889,11 @@ class Fuzzer {
         // Memory work on it is waited for first, so later work needs no event from it.
         bool pendingMemory = false;
         for (Alloc& a : allocs_) pendingMemory = pendingMemory || a.pending == s;
+        for (Pinned& p : pinned_) pendingMemory = pendingMemory || p.pending == s;
         if (pendingMemory) {
           call("orStreamSynchronize", kLaunch, [&] { return orStreamSynchronize(s); });
           for (Alloc& a : allocs_) a.pending = a.pending == s ? nullptr : a.pending;
+          for (Pinned& p : pinned_) p.pending = p.pending == s ? nullptr : p.pending;
         }
         call("orStreamDestroy", 0, [&] { return orStreamDestroy(s); });
         streams_.erase(streams_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -1228,6 +1242,9 @@ class Fuzzer {
         call("orDeviceSynchronize", kLaunch, [] { return orDeviceSynchronize(); });
         for (Alloc& a : allocs_) {
           if (a.pending != nullptr && deviceOfStream(a.pending) == current_) a.pending = nullptr;
+        }
+        for (Pinned& p : pinned_) {
+          if (p.pending != nullptr && deviceOfStream(p.pending) == current_) p.pending = nullptr;
         }
         break;
       }

@@ -482,22 +482,30 @@ void recordResults(const c10::FunctionSchema& schema, const torch::jit::Stack& r
       });
 }
 
+// The arguments of a call asked of another device (Meta for shapes, the CPU for empty inputs):
+// every openreg tensor replaced by standIn(tensor), and a factory's device argument moved too
+// (asked on openreg, the call would come straight back to this engine, without end:
+// tril_indices(..., device="openreg")).
+template <class F>
+torch::jit::Stack standIns(c10::ArrayRef<c10::IValue> args, c10::DeviceType target, F&& standIn) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      stack.emplace_back(c10::Device(target));
+    } else {
+      stack.push_back(mapTensors(arg, standIn));
+    }
+  }
+  return stack;
+}
+
 // The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
 // Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
                                           c10::ArrayRef<c10::IValue> args) {
   const auto& schema = op.schema();
-  torch::jit::Stack meta;
-  meta.reserve(args.size());
-  for (const c10::IValue& arg : args) {
-    // A factory's device argument moves to Meta too: asked on openreg, the Meta call would come
-    // straight back to this engine, without end (tril_indices(..., device="openreg")).
-    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      meta.emplace_back(c10::Device(c10::kMeta));
-    } else {
-      meta.push_back(mapTensors(arg, metaLike));
-    }
-  }
+  torch::jit::Stack meta = standIns(args, c10::kMeta, metaLike);
   const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
   auto answer = std::make_shared<MetaAnswer>();
   countMetaCall();
@@ -561,17 +569,9 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
     });
   }
   if (!any || !allEmpty) return;
-  torch::jit::Stack s;
-  s.reserve(args.size());
-  for (const c10::IValue& arg : args) {
-    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      s.emplace_back(c10::Device(c10::kCPU));
-    } else {
-      s.push_back(mapTensors(arg, [](const at::Tensor& t) {
-        return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
-      }));
-    }
-  }
+  torch::jit::Stack s = standIns(args, c10::kCPU, [](const at::Tensor& t) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  });
   at::AutoDispatchBelowADInplaceOrView guard;
   runCpuKernelNamingDevice(op, &s, device);
 }
