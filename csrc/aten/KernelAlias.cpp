@@ -103,9 +103,12 @@ std::pair<size_t, bool> extentOf(c10::IntArrayRef sizes, c10::IntArrayRef stride
 // [marker: memory-access]
 MemoryAccess memoryAccess(const at::Tensor& t, bool read, bool write) {
   if (!t.defined() || t.numel() == 0) return {};
-  const size_t itemsize = t.dtype().itemsize();
-  const auto [bytes, dense] = extentOf(t.sizes(), t.strides(), itemsize);
-  return {t.data_ptr(), bytes, read, write, write && dense};
+  // On the host, per native launch: the tensor's cached density instead of extentOf's sort.
+  int64_t last = 0;
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  const size_t bytes = static_cast<size_t>(last + 1) * t.dtype().itemsize();
+  return {t.data_ptr(), bytes, read, write, write && t.is_non_overlapping_and_dense()};
 }
 
 MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write) {

@@ -146,21 +146,22 @@ void Stream::runTask(Task& task, FailureRef* outcome) {
       return;
     }
   }
-  auto failure = std::make_shared<Failure>();
+  Failure what;  // built only on failure: the fast path allocates nothing
   try {
     task();
     if (watched) poison.clearCovered(accesses);
     return;
   } catch (const TaskError& e) {
-    failure->message = e.what();
-    failure->category = e.category();
+    what.message = e.what();
+    what.category = e.category();
   } catch (const std::exception& e) {
-    failure->message = e.what();
+    what.message = e.what();
   } catch (...) {
-    failure->message = "a task threw a non-standard exception";
+    what.message = "a task threw a non-standard exception";
   }
-  failure->message =
-      "openreg: a task failed on device " + std::to_string(device_) + ": " + failure->message;
+  what.message =
+      "openreg: a task failed on device " + std::to_string(device_) + ": " + what.message;
+  const FailureRef failure = std::make_shared<const Failure>(std::move(what));
   if (!watched) task.accesses(accesses);
   poison.poisonWrites(accesses, failure);
   if (outcome != nullptr) *outcome = failure;
