@@ -22,10 +22,11 @@ Stream::Stream(int device, int priority, bool isDefault, Executor& executor)
 // [marker: stream-enqueue]
 std::uint64_t Stream::enqueue(StreamOp&& op) {
   const auto depth = static_cast<std::uint64_t>(runtime().config.queueDepth);
-  const std::uint64_t submitted = submitted_.load(std::memory_order_relaxed);
-  if (submitted - completed_.load(std::memory_order_relaxed) >= depth && !onDeviceWorker()) {
-    waitFor(submitted - depth + 1);
-  }
+  // completed_ first: read after submitted_, it could pass it (other threads' work enqueued and
+  // completed in between), and the difference would wrap round to a wait without end.
+  const std::uint64_t completed = completed_.load(std::memory_order_acquire);
+  const std::uint64_t submitted = submitted_.load(std::memory_order_acquire);
+  if (submitted >= completed + depth && !onDeviceWorker()) waitFor(submitted - depth + 1);
   bool wake = false;
   std::uint64_t ticket;
   {

@@ -1,5 +1,7 @@
 // The error model: failures reach every reader of what they left behind, and nothing else.
 // See Note [Task errors] in runtime/src/Stream.cpp and Note [Poisoned memory] in Poison.h.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -245,6 +247,27 @@ TEST(ErrorModel, ARecordHeldBackByAFullQueueIsNotVisibleYet) {
         const bool done =
             orEventSynchronize(event) == orSuccess && orStreamSynchronize(other) == orSuccess;
         std::exit(unseen && done ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Note [Bounded queues]: host threads launching on one stream while its worker completes their
+// work must never compute a queue length from a stale count (a wrapped difference made one wait
+// without end; found by the fuzzer).
+TEST(ErrorModel, ThreadsLaunchingOnOneStreamNeverWaitForAQueueThatIsNotFull) {
+  EXPECT_EXIT(
+      {
+        alarm(60);  // a wait without end fails the test instead of hanging it
+        std::atomic<int> ran{0};
+        std::vector<std::thread> hosts;
+        for (int t = 0; t < 4; ++t) {
+          hosts.emplace_back([&ran] {
+            for (int i = 0; i < 50000; ++i) openreg::launch(nullptr, [&ran] { ran.fetch_add(1); });
+          });
+        }
+        for (std::thread& h : hosts) h.join();
+        orDeviceSynchronize();
+        std::exit(ran.load() == 200000 ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }
