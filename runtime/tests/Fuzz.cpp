@@ -46,6 +46,8 @@
 #include <thread>
 #include <vector>
 
+#include "ProcessInfo.h"
+
 extern "C" {  // FuzzCCalls.c
 const char* fuzzErrorName(int code);
 const char* fuzzErrorString(int code);
@@ -1319,15 +1321,6 @@ class Fuzzer {
 // ------------------------------------------------------------------------------------------------
 // Rounds, the watchdog, the invariants between rounds.
 // ------------------------------------------------------------------------------------------------
-int threadCount() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) n += entry->d_name[0] != '.' ? 1 : 0;
-    closedir(dir);
-  }
-  return n;
-}
-
 void check(orError_t e, const char* what) {
   if (e != orSuccess) {
     die(std::string(what) + ": " + orGetErrorName(e) + ": " + orGetLastErrorMessage());
@@ -1448,7 +1441,7 @@ int main(int argc, char** argv) {
       }
     }
     check(orSetDevice(0), "orSetDevice");
-    const int count = threadCount();
+    const int count = openreg_test::threadCount();
     if (workerThreads < 0) workerThreads = count;
     if (count != workerThreads) {
       die("round " + std::to_string(rounds) + ": " + std::to_string(count) + " threads, " +

@@ -13,20 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "ProcessInfo.h"
 #include "TestUtil.h"
 
 using namespace openreg_test;
 
 namespace {
-
-int threadCount() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) n += entry->d_name[0] != '.' ? 1 : 0;
-    closedir(dir);
-  }
-  return n;
-}
 
 int deviceMappings() {
   std::ifstream maps("/proc/self/maps");
