@@ -298,3 +298,19 @@ def test_an_invalid_queue_depth_is_refused_naming_the_variable():
         env={"OPENREG_QUEUE_DEPTH": "0"},
     )
     assert "OPENREG_QUEUE_DEPTH" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_transformer_encoder_serves_under_inference_mode_bitwise_equal_to_the_cpu():
+    # What SentenceTransformer.encode() and inference servers do: embed, encode, pool, all under
+    # torch.inference_mode(), with a model moved to the device inside it.
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    embedding = nn.Embedding(100, 32)
+    ids = torch.randint(0, 100, (3, 9))
+    with torch.inference_mode():
+        expected = F.normalize(encoder(embedding(ids)).mean(1), dim=-1)
+        encoder.to("openreg")
+        embedding.to("openreg")
+        got = F.normalize(encoder(embedding(ids.to("openreg"))).mean(1), dim=-1)
+        assert torch.equal(got.cpu(), expected)
