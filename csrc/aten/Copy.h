@@ -1,10 +1,13 @@
 // Copies between the CPU and openreg devices, and between openreg devices (aten::_copy_from).
 //
 // Note [Copy paths]
-// - Same dtype, same shape, both contiguous: one runtime copy (orMemcpyAsync), no kernel.
+// - Same dtype, same shape, both contiguous: one runtime copy (orMemcpyAsync), no kernel; except
+//   a copy the caller waits for that involves pinned host memory or 1 MiB or more, which goes as
+//   below (the CPU's copy_ then copies with the intra-op threads).
 // - Anything else (dtype conversion, broadcasting, strides, conjugate/negative views): one task
 //   that runs ATen's CPU copy_ on kernel-window aliases of the device side(s) (KernelAlias.h), so
-//   results are exactly the CPU's.
+//   results are exactly the CPU's. A caller that waits gets the task's own failure
+//   (openreg::launchAndWait), e.g. a copy of memory a failed kernel wrote (docs/errors.md).
 // The work goes on the current stream of the openreg device involved (the destination's, for a
 // copy between devices, ordered after the source device's current stream by events).
 // Copies between devices are asynchronous, like CUDA's. A copy that involves host memory returns
