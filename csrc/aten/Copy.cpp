@@ -70,9 +70,9 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   const orStream_t handle = stream.stream();
   // Plain bytes go through the runtime's copy (one memmove), unless the caller waits for a
   // pinned host side, or for a copy of 1 MiB or more: the CPU's copy_ in a task then copies with
-  // the intra-op threads (a 64 MiB .cpu() in 26-30 ms instead of 44-50). With pageable memory
+  // the intra-op threads (figures in docs/memory.md, "Tensors and copies"). With pageable memory
   // orMemcpyAsync completes the copy itself and returns the copy's own failure; .item() and small
-  // .cpu() calls take that path (about 3.5 us, where a task running copy_ took 7 to 25 us).
+  // .cpu() calls take that path, where a task running copy_ costs several times more.
   constexpr size_t kParallelCopyBytes = size_t{1} << 20;
   if (plainBytes(self, dst) && (asynchronous || (!pinned && dst.nbytes() < kParallelCopyBytes))) {
     const orMemcpyKind kind = toDevice

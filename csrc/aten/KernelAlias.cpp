@@ -4,6 +4,7 @@
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
+#include <c10/util/accumulate.h>
 #include <openreg/runtime.h>
 
 #include <algorithm>
@@ -76,45 +77,42 @@ at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
 }
 
 namespace {
-// Byte extent of a strided layout, and whether it is non-overlapping and dense.
-std::pair<size_t, bool> extentOf(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                                 size_t itemsize) {
+// Bytes from the first to the last element of a non-empty strided layout.
+size_t extentBytes(c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t itemsize) {
   int64_t last = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return {0, true};
-    last += (sizes[d] - 1) * strides[d];
-  }
-  // Dense: the dimensions sorted by stride, each stride is the product of the smaller sizes.
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  return static_cast<size_t>(last + 1) * itemsize;
+}
+
+// Non-overlapping and dense: the dimensions sorted by stride, each stride is the product of the
+// smaller sizes (what TensorImpl caches for a tensor; a KernelAliasSpec has only the layout).
+bool isDense(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
   c10::SmallVector<std::pair<int64_t, int64_t>, 6> dims;  // (stride, size), size > 1 only
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] != 1) dims.emplace_back(strides[d], sizes[d]);
   }
   std::sort(dims.begin(), dims.end());
   int64_t expected = 1;
-  bool dense = true;
   for (const auto& [stride, size] : dims) {
-    dense = dense && stride == expected;
+    if (stride != expected) return false;
     expected *= size;
   }
-  return {static_cast<size_t>(last + 1) * itemsize, dense};
+  return true;
 }
 }  // namespace
 
 // [marker: memory-access]
 MemoryAccess memoryAccess(const at::Tensor& t, bool read, bool write) {
   if (!t.defined() || t.numel() == 0) return {};
-  // On the host, per native launch: the tensor's cached density instead of extentOf's sort.
-  int64_t last = 0;
-  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
-  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
-  const size_t bytes = static_cast<size_t>(last + 1) * t.dtype().itemsize();
-  return {t.data_ptr(), bytes, read, write, write && t.is_non_overlapping_and_dense()};
+  // On the host, per native launch: the tensor's cached density, not isDense's sort.
+  return {t.data_ptr(), extentBytes(t.sizes(), t.strides(), t.dtype().itemsize()), read, write,
+          write && t.is_non_overlapping_and_dense()};
 }
 
 MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write) {
-  if (spec.data == nullptr) return {};
-  const auto [bytes, dense] = extentOf(spec.sizes, spec.strides, c10::elementSize(spec.dtype));
-  return {spec.data, bytes, read, write, write && dense};
+  if (spec.data == nullptr || c10::multiply_integers(spec.sizes) == 0) return {};
+  return {spec.data, extentBytes(spec.sizes, spec.strides, c10::elementSize(spec.dtype)), read,
+          write, write && isDense(spec.sizes, spec.strides)};
 }
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {

@@ -19,7 +19,7 @@
 // so it needs no ordering of its own: memory reused in stream order (the caching allocator's
 // rule) sees the poison its previous owner left only if it reads before writing, i.e. reads
 // uninitialized memory.
-// Cost when nothing is poisoned: one relaxed load of a global count per task. Tasks that declare
+// Cost when nothing is poisoned: one atomic load of a global count per task. Tasks that declare
 // no accesses (orLaunchHostFunc) neither poison nor are checked; their failures reach the host
 // through the stream and events only (Note [Task errors]).
 #pragma once
@@ -38,8 +38,9 @@ namespace openreg {
 
 class PoisonMap {
  public:
-  // True when some byte of some device is poisoned. A relaxed load: the worker that poisoned
-  // memory completes its task after it, so a task ordered after that one sees the count.
+  // True when some byte of some device is poisoned. One acquire load (a plain load on x86): the
+  // worker that poisoned memory completes its task after it, so a task ordered after that one
+  // sees the count.
   bool active() const { return count_.load(std::memory_order_acquire) != 0; }
 
   // The failure poisoning any byte of [address, address + bytes), or nullptr.

@@ -120,8 +120,6 @@ Device* deviceOfPointer(const void* p);
 // [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
-// Sets the calling thread's last error to a task's failure; returns orErrorLaunchFailure.
-// (Declared in Failure.h.)
 // A NULL pointer argument: orErrorInvalidValue, "openreg: <call>: <parameter> is NULL".
 orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).

@@ -4,8 +4,9 @@
 // Registered as the PrivateUse1 backend fallback, so every operator without a kernel of its own
 // comes here, boxed. For a call:
 //  1. The device: every openreg tensor argument must be on one device; CPU tensors are accepted
-//     only as 0-dim scalars, as TensorIterator accepts them. A quantized dtype is refused here
-//     (Note [No quantized tensors] in Quantized.h).
+//     only as 0-dim scalars, as TensorIterator accepts them. A quantized dtype is refused when the
+//     Meta kernel is asked or the synchronizing path runs (Note [No quantized tensors] in
+//     Quantized.h).
 //  2. Asynchronous path. The operator runs on Meta copies of its arguments: this computes output
 //     shapes, strides and dtypes without touching data, and raises shape and dtype errors at the
 //     call site, as the CPU would. Outputs are allocated on the device (caching allocator,
@@ -284,8 +285,8 @@ struct AsyncTask {
 
   void operator()() {
     try {
-      at::AutoDispatchBelowADInplaceOrView
-          guard;  // Note [Tasks run below autograd], NativeKernel.h
+      // Note [Tasks run below autograd] in NativeKernel.h
+      at::AutoDispatchBelowADInplaceOrView guard;
       std::vector<std::pair<at::Tensor, const KernelAliasSpec*>> aliases;
       torch::jit::Stack inputs;
       inputs.reserve(args.size() + outputs.size());
@@ -505,6 +506,10 @@ torch::jit::Stack standIns(c10::ArrayRef<c10::IValue> args, c10::DeviceType targ
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
                                           c10::ArrayRef<c10::IValue> args) {
   const auto& schema = op.schema();
+  const c10::Device device(c10::DeviceType::PrivateUse1, current_device());  // the call's (scoped)
+  // Note [No quantized tensors]: checked on a shape-cache miss only. A refused call is never
+  // remembered, so a signature found in the cache has no quantized dtype.
+  refuseQuantizedArguments(op, args, device);
   torch::jit::Stack meta = standIns(args, c10::kMeta, metaLike);
   const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
   auto answer = std::make_shared<MetaAnswer>();
@@ -528,7 +533,7 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   }
   traits.metaWorks = 1;
   // A quantized result is the call's error, like a dtype error: raised here, never remembered.
-  refuseQuantizedResults(op, meta, c10::Device(c10::DeviceType::PrivateUse1, current_device()));
+  refuseQuantizedResults(op, meta, device);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
@@ -689,6 +694,7 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
+  refuseQuantizedArguments(op, args, device);  // Note [No quantized tensors]
   OPENREG_CHECK(orStreamSynchronize(getCurrentOpenRegStream(device.index()).stream()));
   // [marker: engine-sync-poison]
   // The kernel reads device memory on this thread: memory a failed task left behind raises its
@@ -790,7 +796,6 @@ void genericKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
-  refuseQuantizedArguments(op, args, device);  // Note [No quantized tensors]
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "

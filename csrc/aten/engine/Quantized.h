@@ -8,8 +8,11 @@
 // quantized result into that output, the call returned a float32 tensor, and the task's error
 // surfaced at a later, unrelated call.
 // So one check refuses, before anything is allocated or queued, every call that involves a
-// quantized dtype: the engine checks each call's arguments (a tensor of a quantized dtype, or a
-// ScalarType argument naming one) and each Meta answer's results; the QuantizedPrivateUse1
+// quantized dtype: the engine checks a call's arguments (a tensor of a quantized dtype, or a
+// ScalarType argument naming one) and its Meta answer's results whenever it asks the Meta kernel,
+// and the arguments again on the synchronizing path. A signature found in the shape cache needs
+// no check (dtypes and integer arguments are part of it, and a refused call is never
+// remembered), so the per-call cost of the common path is nothing. The QuantizedPrivateUse1
 // dispatch key, which PyTorch picks for factories asked for a quantized dtype on openreg
 // (torch.empty(..., dtype=torch.qint8), _empty_affine_quantized, x.to(torch.qint8)), gets a
 // fallback that raises the same error. It is a NotImplementedError that names the operator, the
