@@ -33,7 +33,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/GenericKernel.h"
+#include "aten/engine/Engine.h"
 #include "aten/engine/Ledger.h"
 #include "core/Functions.h"
 

@@ -40,7 +40,7 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 // empty ones (and the backward reads them); oneDNN's LSTM layer returns a workspace whose size
 // only oneDNN knows, where the Meta kernel announces an empty one. The first call per signature
 // runs on the synchronizing path and its CPU results give the shapes for the later ones (Note
-// [Shapes from the CPU kernel] in GenericKernel.cpp).
+// [Shapes from the CPU kernel] in SyncPath.cpp).
 bool metaShapesDisagree(const c10::OperatorName& name) {
   return name.overload_name.empty() &&
          (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only" ||

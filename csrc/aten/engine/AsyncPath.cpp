@@ -1,0 +1,162 @@
+// The engine's asynchronous path: a call whose output shapes are known ahead (from the shape
+// cache or the Meta kernel) gets its outputs allocated on the device and one task queued on the
+// current stream; the host returns at once.
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/Exception.h>
+#include <openreg/task.hpp>
+
+#include <memory>
+#include <mutex>
+
+#include "aten/KernelAlias.h"
+#include "aten/engine/Arguments.h"
+#include "aten/engine/AsyncTask.h"
+#include "aten/engine/CallDevice.h"
+#include "aten/engine/MetaKernel.h"
+#include "aten/engine/Paths.h"
+#include "aten/engine/ShapeCache.h"
+#include "core/Exception.h"
+#include "core/Generator.h"
+#include "core/Stream.h"
+
+namespace openreg::engine {
+namespace {
+
+// [marker: engine-empty-inputs]
+// Note [Errors of empty inputs]
+// Some CPU kernels refuse inputs for their shapes alone where the Meta kernel accepts them:
+// torch.empty(0, 3).max() raises at once on the CPU ("Expected reduction dim to be specified"),
+// while its Meta kernel answers a 0-dim result. Queued, the error would surface later, in another
+// call. When every device tensor of a call is empty, running the CPU kernel costs nothing: so a
+// signature seen for the first time (a shape-cache miss) runs it on empty CPU tensors of the same
+// layout, and its error, of the CPU's type, is raised at the call. Random operators are not run
+// twice. Calls with data are not covered: their CPU kernels' checks depend on values.
+void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                     c10::Device device) {
+  bool any = false, allEmpty = true;
+  for (const c10::IValue& arg : args) {
+    forEachTensor(arg, [&](const at::Tensor& t) {
+      if (!t.defined() || !isOpenReg(t)) return;
+      any = true;
+      allEmpty = allEmpty && t.numel() == 0;
+    });
+  }
+  if (!any || !allEmpty) return;
+  torch::jit::Stack s = standIns(args, c10::kCPU, [](const at::Tensor& t) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  });
+  at::AutoDispatchBelowADInplaceOrView guard;
+  runCpuKernelNamingDevice(op, &s, device);
+}
+
+}  // namespace
+
+// [marker: engine-async]
+// Returns false (and changes nothing) when there are no shapes ahead: no Meta kernel, or one that
+// declines these inputs.
+bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
+              c10::Device device) {
+  const auto& schema = op.schema();
+  const size_t nArgs = schema.arguments().size();
+  const c10::SmallVector<c10::IValue, 8> args(stack->end() - nArgs, stack->end());
+
+  // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
+  Signature signature;
+  const bool keyed = signature.build(args);
+  std::shared_ptr<const MetaAnswer> answer = keyed ? traits.shapes.find(signature) : nullptr;
+  if (!answer) {
+    if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
+    answer = askMeta(op, traits, args);
+    if (!answer) return false;
+    if (!answer->declined && traits.generatorIndex < 0) checkEmptyOnCpu(op, args, device);
+    if (keyed && answer->remember) traits.shapes.insert(std::move(signature), answer);
+  }
+  if (answer->declined) return false;
+
+  // 2. Outputs: reshape written arguments as the Meta kernel did; allocate new results.
+  for (const auto& [index, shape] : answer->written) {
+    const at::Tensor& target = args[index].toTensor();
+    if (target.sizes() != c10::IntArrayRef(shape.sizes)) target.resize_(shape.sizes);
+    if (target.strides() != c10::IntArrayRef(shape.strides))
+      target.as_strided_(shape.sizes, shape.strides);
+  }
+  c10::SmallVector<c10::IValue, 4> fresh;   // new results, in return order (write-aliased skipped)
+  c10::SmallVector<at::Tensor, 4> outputs;  // every new output tensor, in order
+  c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
+  auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
+    if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
+    at::Tensor out = at::empty_strided(shape.sizes, shape.strides,
+                                       at::TensorOptions().dtype(shape.dtype).device(device));
+    outputs.push_back(out);
+    slots.emplace_back(returnIndex, position);
+    return out;
+  };
+  c10::SmallVector<size_t, 4> newReturns;  // indices of the returns that are not written arguments
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = schema.returns()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite()) newReturns.push_back(i);
+  }
+  for (size_t k = 0; k < answer->results.size(); ++k) {
+    const MetaAnswer::Result& result = answer->results[k];
+    switch (result.kind) {
+      case MetaAnswer::Result::Kind::Tensor:
+        fresh.emplace_back(allocate(result.tensors.front(), newReturns.at(k), 0));
+        break;
+      case MetaAnswer::Result::Kind::TensorList: {
+        c10::List<at::Tensor> list;
+        for (size_t j = 0; j < result.tensors.size(); ++j)
+          list.push_back(allocate(result.tensors[j], newReturns.at(k), j));
+        fresh.emplace_back(list);
+        break;
+      }
+      case MetaAnswer::Result::Kind::Value:
+        fresh.push_back(result.value);
+        break;
+    }
+  }
+
+  // 3. One task: the CPU kernel on kernel-window aliases, writing into device memory. Device
+  //    tensors travel as alias descriptions, made into tensors on the worker.
+  c10::SmallVector<TaskArgument, 6> taskArgs;
+  taskArgs.reserve(nArgs + outputs.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && isOpenReg(arg.toTensor())) {
+      taskArgs.push_back({c10::IValue(), describeKernelAlias(arg.toTensor())});
+    } else {
+      taskArgs.push_back({taskArgument(arg), std::nullopt});
+    }
+  }
+  AsyncTask task{
+      op,
+      traits.outVariantFaithful && answer->everyResultATensor ? traits.outVariant : std::nullopt,
+      &traits,
+      std::move(taskArgs),
+      /*outputs=*/{},
+      /*slots=*/{},
+      /*generator=*/{},
+      /*generatorIndex=*/-1};
+  for (const at::Tensor& out : outputs) task.outputs.push_back(describeKernelAlias(out));
+  task.slots = std::move(slots);
+  // Random operators: the generator is used on the stream, in program order (Note
+  // [Asynchronous random numbers] in core/Generator.h).
+  task.generatorIndex = traits.generatorIndex;
+  if (task.generatorIndex >= 0) {
+    task.generator = deviceGenerator(op, args[task.generatorIndex], device);
+    task.args[task.generatorIndex].value = c10::IValue();
+  }
+  const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
+  std::unique_lock<std::mutex> generatorLock;
+  auto* generatorImpl = task.generator.defined() ? task.generator.get<GeneratorImpl>() : nullptr;
+  if (generatorImpl != nullptr) {
+    generatorLock = std::unique_lock<std::mutex>(task.generator.mutex());
+    generatorImpl->waitForPreviousUseOn(stream);
+  }
+  OPENREG_CHECK(openreg::launch(stream, std::move(task)));
+  if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
+
+  pushResults(schema, stack, args, fresh);
+  return true;
+}
+
+}  // namespace openreg::engine

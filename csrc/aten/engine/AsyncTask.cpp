@@ -1,0 +1,139 @@
+#include "aten/engine/AsyncTask.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/util/Exception.h>
+
+#include "aten/engine/Arguments.h"
+#include "aten/engine/HeldWarnings.h"
+#include "aten/engine/OutputRepair.h"
+#include "core/Exception.h"
+#include "core/Generator.h"
+
+namespace openreg::engine {
+namespace {
+
+constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
+
+}  // namespace
+
+void AsyncTask::operator()() {
+  try {
+    // Note [Tasks run below autograd] in NativeKernel.h
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Aliases aliases;
+    torch::jit::Stack inputs;
+    inputs.reserve(args.size() + outputs.size());
+    for (TaskArgument& arg : args) {
+      if (arg.alias) {
+        aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
+        inputs.emplace_back(aliases.back().first);
+      } else {
+        inputs.push_back(std::move(arg.value));
+      }
+    }
+    if (generator.defined()) {
+      generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
+        inputs[generatorIndex] = cpu;
+        run(inputs, aliases);
+      });
+    } else {
+      run(inputs, aliases);
+    }
+  } catch (...) {
+    rethrowAsTaskError(c10::toString(op.schema().operator_name()));
+  }
+}
+
+// [marker: engine-task-accesses]
+// What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h): every device
+// tensor argument is read, except out= arguments; written arguments and new outputs are
+// written. Asked for only when some memory is poisoned or the task failed.
+void AsyncTask::accesses(AccessList& out) const {
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    const bool write = alias != nullptr && alias->isWrite();
+    const bool read = !arguments[i].is_out();
+    if (args[i].alias) {
+      out.push_back(memoryAccess(*args[i].alias, read, write));
+    } else if (!args[i].value.isTensor()) {  // lists hold kernel aliases; CPU scalars are clones
+      forEachTensor(args[i].value,
+                    [&](const at::Tensor& t) { out.push_back(memoryAccess(t, read, write)); });
+    }
+  }
+  for (const KernelAliasSpec& spec : outputs) out.push_back(memoryAccess(spec, false, true));
+}
+
+void AsyncTask::run(const torch::jit::Stack& inputs, Aliases& aliases) {
+  if (outOp) {
+    torch::jit::Stack s = inputs;
+    const size_t firstOutput = aliases.size();
+    for (const KernelAliasSpec& spec : outputs) {
+      aliases.emplace_back(makeKernelAlias(spec), &spec);
+      s.emplace_back(aliases.back().first);
+    }
+    // The .out kernel's warnings wait for its verdict: one that regrows its output warns
+    // about resizing it ("An output with one or more elements was resized"), which the
+    // caller's call did not do; the functional kernel then runs and gives its own.
+    HeldWarnings held;
+    try {
+      c10::WarningUtils::WarningHandlerGuard guard(&held);
+      outOp->redispatchBoxed(kCpuKeys, &s);
+    } catch (const std::exception&) {
+      // An .out kernel refusing outputs of the Meta dtypes (native_layer_norm.out for half
+      // inputs): the functional kernel decides. A random kernel is not run twice.
+      if (generator.defined()) throw;
+      traits->outVariantFaithful = false;
+      aliases.resize(firstOutput);
+      runFunctional(inputs, aliases);
+      return;
+    }
+    bool regrown = false;
+    for (size_t i = firstOutput; i < aliases.size(); ++i) {
+      regrown = regrown || !keptLayout(aliases[i].first, *aliases[i].second);
+    }
+    // A random kernel is not run twice: that would draw twice.
+    if (!regrown || generator.defined()) {
+      held.release();
+      for (const auto& [alias, spec] : aliases) keepKernelChanges(op, alias, *spec);
+      return;
+    }
+    traits->outVariantFaithful = false;  // Note [Unfaithful out kernels]
+    aliases.resize(firstOutput);
+  }
+  runFunctional(inputs, aliases);
+}
+
+void AsyncTask::runFunctional(const torch::jit::Stack& inputs, Aliases& aliases) {
+  torch::jit::Stack s = inputs;
+  HeldWarnings held;  // as for the .out kernel above: a regrown argument's warning is dropped
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&held);
+    op.redispatchBoxed(kCpuKeys, &s);
+  }
+  bool regrown = false;
+  for (const auto& [alias, spec] : aliases) {
+    regrown = regrown || !keptLayout(alias, *spec);
+    keepKernelChanges(op, alias, *spec);
+  }
+  if (!regrown) held.release();
+  // Each output from the return it stands for: an undefined result (a gradient the kernel did
+  // not compute, for a missing weight) must not shift the others.
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const c10::IValue& r = s.at(slots[k].first);
+    at::Tensor result;
+    if (r.isTensor()) {
+      result = r.toTensor();
+    } else if (r.isTensorList()) {
+      result = r.toTensorList().get(slots[k].second);
+    }
+    at::Tensor output = makeKernelAlias(outputs[k]);
+    if (result.defined()) {
+      copyResult(result, output);
+    } else {
+      output.zero_();
+    }
+  }
+}
+
+}  // namespace openreg::engine

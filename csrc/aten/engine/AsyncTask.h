@@ -1,0 +1,61 @@
+// The task the engine's asynchronous path queues: an operator's CPU kernel on kernel-window
+// aliases of its arguments (Note [Generic engine] in Engine.cpp).
+//
+// Note [Unfaithful out kernels]
+// With an .out overload, the kernel writes straight into the outputs' device memory. Some CPU .out
+// kernels assume more of their out tensors than the Meta shapes give them: binary_cross_entropy.out
+// computes elementwise into its out, then reduces into it, and gets a wrong value from an out of
+// the reduced shape; native_layer_norm.out refuses the float statistics the Meta kernel announces
+// for half inputs. Such a kernel moves an output alias to host memory (Note [Regrown outputs] in
+// OutputRepair.cpp) or throws; the task then runs the functional kernel instead, copies its
+// results, and the operator takes that route from then on.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+#include <openreg/task.hpp>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "aten/KernelAlias.h"
+#include "aten/engine/OpTraits.h"
+
+namespace openreg::engine {
+
+// An argument as the task carries it: a device tensor as the description of its kernel alias
+// (made into a tensor on the worker: the host allocates no tensor for it), anything else as
+// taskArgument() makes it (Arguments.h).
+struct TaskArgument {
+  c10::IValue value;
+  std::optional<KernelAliasSpec> alias;
+};
+
+// [marker: engine-task]
+struct AsyncTask {
+  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> outOp;  // the .out overload to run, when faithful
+  OpTraits* traits;
+  // Inline storage for the common sizes: the host builds a task on every call, and a heap
+  // allocation per vector showed in its profile.
+  c10::SmallVector<TaskArgument, 6> args;
+  c10::SmallVector<KernelAliasSpec, 2> outputs;  // the new outputs
+  c10::SmallVector<std::pair<size_t, size_t>, 2>
+      slots;                // per output: its return index, list position
+  at::Generator generator;  // random operators: the device generator
+  int generatorIndex = -1;
+
+  void operator()();
+  // What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h).
+  void accesses(AccessList& out) const;
+
+ private:
+  using Aliases = std::vector<std::pair<at::Tensor, const KernelAliasSpec*>>;
+  void run(const torch::jit::Stack& inputs, Aliases& aliases);
+  void runFunctional(const torch::jit::Stack& inputs, Aliases& aliases);
+};
+
+}  // namespace openreg::engine

@@ -1,0 +1,104 @@
+// The execution engine: how an ATen operator without an openreg kernel of its own runs on openreg.
+//
+// Note [Generic engine]
+// Registered as the PrivateUse1 backend fallback, so every operator without a kernel of its own
+// comes here, boxed. For a call:
+//  1. The device: every openreg tensor argument must be on one device; CPU tensors are accepted
+//     only as 0-dim scalars, as TensorIterator accepts them. A quantized dtype is refused when the
+//     Meta kernel is asked or the synchronizing path runs (Note [No quantized tensors] in
+//     Quantized.h).
+//  2. Asynchronous path. The operator runs on Meta copies of its arguments: this computes output
+//     shapes, strides and dtypes without touching data, and raises shape and dtype errors at the
+//     call site, as the CPU would. Outputs are allocated on the device (caching allocator,
+//     current stream). One task is queued on the current stream that runs ATen's own CPU kernel
+//     on kernel-window aliases of the arguments (KernelAlias.h): through the operator's .out
+//     overload, writing straight into the outputs' device memory, when there is one; else the
+//     functional kernel, whose results are copied into the outputs. In-place and out= operators
+//     write into their arguments' aliases directly. The host returns at once.
+//  3. Synchronizing path, when the result cannot be known ahead: no Meta kernel (data-dependent
+//     shapes: nonzero, unique, masked_select, boolean indexing), results that live on the host
+//     (equal, is_nonzero, ...), operators of other namespaces, whose CPU kernels may be Python
+//     (csrc/aten/engine/OpTraits.cpp#engine-foreign-operators). The stream is synchronized,
+//     the same CPU kernel runs on the aliases on the calling thread, and new results are copied
+//     to the device.
+//  4. Random operators take the device generator's state in program order at the call: the
+//     state moves into a CPU generator for the kernel and back, so the numbers equal the CPU's
+//     for the same seed.
+//  5. View operators without a kernel of their own go to the classic copying fallback (they are
+//     registered natively in Minimal.cpp where ATen has a generic implementation).
+// Errors a kernel raises inside a task reach whoever reads what it wrote, and the next
+// synchronization, as the exception the CPU raises, naming the operator (see Note [Task errors]
+//
+// Where each part lives (csrc/aten/engine/):
+//   Engine.cpp        this note, the entry point runOnEngine (the path choice), the registrations
+//   CallDevice.cpp    the call's device, CPU index tensors, generators
+//   AsyncPath.cpp     the asynchronous path; AsyncTask.cpp the task it queues
+//   MetaKernel.cpp    asking the Meta kernel; ShapeCache.cpp remembering its answers
+//   SyncPath.cpp      the synchronizing path
+//   OutputRepair.cpp  view bits and regrown outputs a CPU kernel leaves on its aliases
+//   Arguments.h/.cpp  walking and rebuilding boxed arguments, pushing results
+//   OpTraits.cpp      what an operator's schema says (once per operator)
+//   CopyingFallback.cpp, Quantized.cpp, Ledger.cpp: the classic fallback, quantized refusal, counts
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include "aten/engine/CallDevice.h"
+#include "aten/engine/CopyingFallback.h"
+#include "aten/engine/Engine.h"
+#include "aten/engine/Ledger.h"
+#include "aten/engine/OpTraits.h"
+#include "aten/engine/Paths.h"
+#include "core/Functions.h"
+
+namespace openreg::engine {
+
+// [marker: engine-fallback]
+void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  OpTraits& traits = traitsFor(op);
+  if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
+  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  const c10::Device device = findDevice(op, args);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      traits.cpuKernel, "openreg: ", op.schema().operator_name(),
+      " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
+      "needs a native openreg kernel: please report it. Meanwhile, run this step on the CPU.");
+  checkCpuGeneratorUse(op, traits, args);
+  if (traits.view) {
+    copyingFallback(op, stack, "a view operator without an openreg kernel");
+    return;
+  }
+  DeviceScope scope(device.index());
+  if (!traits.hostResult && !traits.callingThread && traits.metaWorks != 0 &&
+      runAsync(op, traits, stack, device)) {
+    count(Path::Async);
+    return;
+  }
+  runSync(op, traits, stack, device);
+  count(Path::Sync);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&runOnEngine>());
+}
+
+// [marker: engine-explicit-registrations]
+// Operators with a fused CPU kernel and also a CompositeExplicitAutograd kernel, which PyTorch
+// uses as the "default backend kernel" for PrivateUse1 instead of the fallback: a decomposition
+// whose rounding differs from the CPU kernel's. Registering the engine for them runs the CPU
+// kernel itself, so results stay bitwise equal to the CPU. The list is every aten operator in
+// torch 2.13.0 with a CPU kernel and a CompositeExplicitAutograd kernel (tests/test_engine.py
+// re-derives it from the dispatcher and checks it). Three more have a CPU kernel and a
+// CompositeImplicitAutograd one, which would shadow the CPU kernel in the same way.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name :
+       {"native_group_norm", "addr", "addr.out", "_stack", "_stack.out", "any.dims", "any.dims_out",
+        "all.dims", "all.dims_out", "linalg__powsum",
+        // CPU kernels that a CompositeImplicitAutograd decomposition would shadow in the same way
+        "mish_backward", "silu_backward", "native_channel_shuffle"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&runOnEngine>());
+  }
+}
+
+}  // namespace openreg::engine

@@ -1,0 +1,28 @@
+// The engine's two ways of running a call (Note [Generic engine] in Engine.cpp), for Engine.cpp,
+// which chooses between them.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Device.h>
+
+#include "aten/engine/OpTraits.h"
+
+namespace openreg::engine {
+
+// The asynchronous path (AsyncPath.cpp): outputs from Meta shapes, one task on the current stream.
+// Returns false, changing nothing, when there are no shapes ahead for this call.
+bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
+              c10::Device device);
+
+// The synchronizing path (SyncPath.cpp): the stream is synchronized and the CPU kernel runs on
+// the calling thread.
+void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
+             c10::Device device);
+
+// The CPU kernel on the calling thread: its error, raised at the call, keeps the CPU's type and
+// names the device and the operator.
+void runCpuKernelNamingDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                              c10::Device device);
+
+}  // namespace openreg::engine
