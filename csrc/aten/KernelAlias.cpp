@@ -64,7 +64,8 @@ KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
 at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
   // Resizable with the CPU allocator: a kernel that grows an output on its way (mse_loss.out
   // computes elementwise into its result before reducing into it) gets host memory instead of
-  // failing; the task copies the final values back (Note [Regrown outputs] in engine/OutputRepair.cpp).
+  // failing; the task copies the final values back (Note [Regrown outputs] in
+  // engine/OutputRepair.cpp).
   at::Tensor alias = at::for_blob(spec.data, spec.sizes)
                          .strides(spec.strides)
                          .options(at::TensorOptions().dtype(spec.dtype).device(at::kCPU))
