@@ -50,6 +50,13 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
   runCpuKernelNamingDevice(op, &s, device);
 }
 
+// The answer for an operator that writes its arguments in place and has no Meta kernel: no new
+// results, nothing resized.
+std::shared_ptr<const MetaAnswer> inPlaceAnswer() {
+  static const auto answer = std::make_shared<const MetaAnswer>();
+  return answer;
+}
+
 }  // namespace
 
 // [marker: engine-async]
@@ -62,15 +69,27 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   const c10::SmallVector<c10::IValue, 8> args(stack->end() - nArgs, stack->end());
 
   // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
-  Signature signature;
-  const bool keyed = signature.build(args);
-  std::shared_ptr<const MetaAnswer> answer = keyed ? traits.shapes.find(signature) : nullptr;
-  if (!answer) {
-    if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
-    answer = askMeta(op, traits, args);
-    if (!answer) return false;
-    if (!answer->declined && traits.generatorIndex < 0) checkEmptyOnCpu(op, args, device);
-    if (keyed && answer->remember) traits.shapes.insert(std::move(signature), answer);
+  std::shared_ptr<const MetaAnswer> answer;
+  if (traits.metaWorks == 0) {
+    // [marker: engine-in-place-without-meta]
+    // No Meta kernel, but none needed: an operator that only updates its arguments in place
+    // (_fused_sgd_) allocates nothing and resizes nothing. Its checks run in the task, whose
+    // errors are reported as every task error is (docs/errors.md).
+    if (!traits.inPlaceOnly) return false;
+    answer = inPlaceAnswer();
+  } else {
+    Signature signature;
+    const bool keyed = signature.build(args, traits.kindOnlyArguments);
+    answer = keyed ? traits.shapes.find(signature) : nullptr;
+    if (!answer) {
+      if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
+      answer = askMeta(op, traits, args);
+      if (!answer && traits.inPlaceOnly) answer = inPlaceAnswer();
+      if (!answer) return false;
+      if (!answer->declined && traits.generatorIndex < 0) checkEmptyOnCpu(op, args, device);
+      if (keyed && answer->remember && traits.metaWorks != 0)
+        traits.shapes.insert(std::move(signature), answer);
+    }
   }
   if (answer->declined) return false;
 

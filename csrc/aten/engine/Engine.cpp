@@ -70,8 +70,8 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   DeviceScope scope(device.index());
-  if (!traits.hostResult && !traits.callingThread && traits.metaWorks != 0 &&
-      runAsync(op, traits, stack, device)) {
+  if (!traits.hostResult && !traits.callingThread &&
+      (traits.metaWorks != 0 || traits.inPlaceOnly) && runAsync(op, traits, stack, device)) {
     count(Path::Async);
     return;
   }

@@ -57,6 +57,22 @@ bool onCallingThread(const c10::OperatorName& name) {
   return name.name.rfind("aten::", 0) != 0 && name.name.rfind("prims::", 0) != 0;
 }
 
+// [marker: engine-scalar-kinds]
+// The arguments whose values no Meta kernel derives a shape from (Note [Scalar values are not
+// keyed] in ShapeCache.h): Scalar, Scalar?, Scalar[], float, float?. Not arange's and range's,
+// whose Scalars bound the result.
+bool scalarsSetShape(const c10::OperatorName& name) {
+  return name.name == "aten::arange" || name.name == "aten::range";
+}
+
+bool keyedByKind(const c10::TypePtr& type) {
+  c10::TypePtr element = type;
+  if (auto optional = type->cast<c10::OptionalType>()) element = optional->getElementType();
+  if (element->kind() == c10::TypeKind::FloatType) return true;
+  if (auto list = element->cast<c10::ListType>()) element = list->getElementType();
+  return element->kind() == c10::TypeKind::NumberType;
+}
+
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
   traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
@@ -69,6 +85,8 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
       traits->indexLists.push_back(i);
     }
     if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits->mutates = true;
+    if (i < 64 && keyedByKind(arg.type()) && !scalarsSetShape(schema.operator_name()))
+      traits->kindOnlyArguments |= uint64_t{1} << i;
     if (isGeneratorType(arg.type()) && !traits->random) {
       traits->random = true;
       traits->generatorIndex = static_cast<int>(i);
@@ -87,6 +105,10 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   // running statistics) take the functional route: new results are allocated, written arguments
   // are written through their aliases.
   if (newTensors) traits->mutates = false;
+  traits->inPlaceOnly = traits->mutates;
+  for (const auto& arg : schema.arguments()) {
+    if (arg.is_out()) traits->inPlaceOnly = false;
+  }
   const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
       schema.name().c_str(), schema.overload_name().c_str());
   traits->cpuKernel = handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);

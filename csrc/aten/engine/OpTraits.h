@@ -17,6 +17,7 @@ struct OpTraits {
   c10::OperatorName name;         // the operator these traits describe
   bool view = false;              // returns an alias it does not write
   bool mutates = false;           // writes arguments (in-place, out=), and returns only those
+  bool inPlaceOnly = false;       // mutates, and no written argument is an out= one
   bool random = false;            // takes a Generator
   int generatorIndex = -1;        // random operators: the Generator argument's index
   bool cpuGeneratorOnly = false;  // draws random numbers without a Generator argument
@@ -27,6 +28,9 @@ struct OpTraits {
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
   std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors
+  // Bit i set: argument i (a Scalar or float) is keyed in the shape cache by its kind, not its
+  // value (Note [Scalar values are not keyed] in ShapeCache.h).
+  uint64_t kindOnlyArguments = 0;
   std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
   ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])
 };

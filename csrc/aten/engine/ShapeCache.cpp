@@ -52,28 +52,29 @@ void Signature::addTensor(const at::Tensor& t) {
   push(t.storage_offset());
 }
 
-bool Signature::add(const c10::IValue& value) {
+bool Signature::add(const c10::IValue& value, bool kindOnly) {
   if (value.isTensor()) {
     addTensor(value.toTensor());
   } else if (value.isNone()) {
     push(kNone);
   } else if (value.isInt()) {
     push(kInt);
-    push(value.toInt());
+    if (!kindOnly) push(value.toInt());
   } else if (value.isSymInt()) {
     const auto concrete = value.toSymInt().maybe_as_int();
     if (!concrete) return false;
     push(kInt);
-    push(*concrete);
+    if (!kindOnly) push(*concrete);
   } else if (value.isDouble()) {
     push(kDouble);
-    push(std::bit_cast<int64_t>(value.toDouble()));
+    if (!kindOnly) push(std::bit_cast<int64_t>(value.toDouble()));
   } else if (value.isBool()) {
     push(kBool);
-    push(value.toBool());
+    if (!kindOnly) push(value.toBool());
   } else if (value.isComplexDouble()) {
-    const auto z = value.toComplexDouble();
     push(kComplex);
+    if (kindOnly) return true;
+    const auto z = value.toComplexDouble();
     push(std::bit_cast<int64_t>(z.real()));
     push(std::bit_cast<int64_t>(z.imag()));
   } else if (value.isString()) {
@@ -94,7 +95,7 @@ bool Signature::add(const c10::IValue& value) {
     push(kList);
     push(static_cast<int64_t>(list.size()));
     for (const c10::IValue& element : list) {
-      if (!add(element)) return false;
+      if (!add(element, kindOnly)) return false;
     }
   } else if (value.isGenerator()) {
     push(kGenerator);  // a Meta kernel draws no numbers: which generator does not matter
@@ -103,7 +104,7 @@ bool Signature::add(const c10::IValue& value) {
     push(kTuple);
     push(static_cast<int64_t>(elements.size()));
     for (const c10::IValue& element : elements) {
-      if (!add(element)) return false;
+      if (!add(element, kindOnly)) return false;
     }
   } else {
     return false;  // a symbolic float, an object, a storage...
@@ -112,12 +113,12 @@ bool Signature::add(const c10::IValue& value) {
 }
 
 // [marker: shape-signature]
-bool Signature::build(c10::ArrayRef<c10::IValue> args) {
+bool Signature::build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly) {
   words_.clear();
   hash_ = 0;
   push(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
-  for (const c10::IValue& arg : args) {
-    if (!add(arg)) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!add(args[i], i < 64 && (kindOnly >> i & 1) != 0)) return false;
   }
   return true;
 }

@@ -10,8 +10,9 @@
 //     changes every step (Adam's bias corrections), and no Meta kernel derives a shape from one
 //     (those that would need a value, like repeat_interleave's, refuse, and refusals run on the
 //     CPU kernel);
-//   - every other argument's value (ints, floats, bools, strings, lists, devices, None), except
-//     a generator's: a Meta kernel draws no numbers;
+//   - every other argument's value (ints, bools, strings, int lists, devices, None), except
+//     a generator's (a Meta kernel draws no numbers) and a Scalar's or a float's (Note [Scalar
+//     values are not keyed]);
 //   - the default dtype (factories without a dtype).
 // A Signature is exactly that, packed into words. The engine asks the Meta kernel once per
 // (operator, signature) and keeps the answer in the operator's ShapeCache: the output shapes,
@@ -20,6 +21,22 @@
 // kept: a call that failed asks the Meta kernel again, and raises again at its call site.
 // Arguments the signature cannot describe (a symbolic size, an object) make a call uncached.
 // A cache holds at most kMaxEntries signatures per operator; a full cache is emptied.
+//
+// Note [Scalar values are not keyed]
+// Optimizers pass new numbers every step: a learning-rate schedule changes `alpha` in
+// `_foreach_add_`, Adam's foreach path passes per-parameter step sizes as a Scalar list to
+// `_foreach_addcdiv_.ScalarList`, fused optimizers take `lr` as a float. With those values in the
+// key, every step missed the cache and ran the Meta kernel (9 Meta runs per GPT-2 AdamW step), and
+// a cache filled with signatures never seen again. An argument of schema type Scalar, Scalar?,
+// Scalar[], float or float? is therefore keyed by its kind only (int, float, complex, bool, None):
+// the kind takes part in type promotion (a float Scalar turns an integer tensor's result into a
+// float one), its value does not, and no Meta kernel derives a shape from such a value, with two
+// exceptions, `arange` and `range`, whose Scalars are the bounds of the result
+// (OpTraits::scalarsSetShape). `float[]` stays keyed by value: interpolation's scale factors set
+// the output size. The cost: an error a Meta kernel raises for a value alone (pow of an integer
+// tensor to a negative integer Scalar) is raised at the call the first time per signature; with the
+// signature cached, the CPU kernel raises the same error in the task, reported as every task error
+// is (docs/errors.md).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -63,13 +80,15 @@ struct MetaAnswer {
 class Signature {
  public:
   // Packs a call's arguments; false when one cannot be described (the call is not cached).
-  bool build(c10::ArrayRef<c10::IValue> args);
+  // Bit i of `kindOnly` set: argument i is keyed by its kind, not its value (Note [Scalar values
+  // are not keyed]).
+  bool build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly);
 
   bool operator==(const Signature& other) const { return words_ == other.words_; }
   size_t hash() const { return hash_; }
 
  private:
-  bool add(const c10::IValue& value);
+  bool add(const c10::IValue& value, bool kindOnly);
   void addTensor(const at::Tensor& t);
   void push(int64_t word);
 

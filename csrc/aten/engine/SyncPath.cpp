@@ -113,7 +113,7 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   // arguments' metadata, never their values, which is what the list in OpTraits.cpp promises.
   if (traits.shapesFromCpu) {
     Signature signature;
-    if (signature.build(args)) {
+    if (signature.build(args, traits.kindOnlyArguments)) {
       auto answer = std::make_shared<MetaAnswer>();
       recordResults(schema, s, answer.get());
       traits.shapes.insert(std::move(signature), std::move(answer));
