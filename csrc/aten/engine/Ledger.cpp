@@ -13,6 +13,7 @@ std::atomic<int64_t> gCalls[kPathCount];
 std::atomic<int64_t> gCopiedBytes{0};
 std::atomic<int64_t> gMetaCalls{0};
 thread_local int tPolicyOverride = -1;
+thread_local int tServedCalls = 0;  // ServedCalls open on this thread
 
 FallbackPolicy policyFromEnvironment() {
   const char* value = std::getenv("OPENREG_FALLBACK");
@@ -31,7 +32,17 @@ const char* pathName(Path path) {
   return names[static_cast<int>(path)];
 }
 
+ServedCall::ServedCall() {
+  ++tServedCalls;
+}
+
+ServedCall::~ServedCall() {
+  --tServedCalls;
+}
+
+// [marker: count-native-once]
 void count(Path path) {
+  if (path == Path::Native && tServedCalls > 0) return;
   gCalls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
 }
 
