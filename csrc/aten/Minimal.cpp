@@ -1,6 +1,6 @@
 // The operators every backend needs before tensors can exist, registered for PrivateUse1:
 // factories, views, resize, set_, copies, scalars, fill. Thin wrappers: the work is in
-// ATen's generic implementations, Copy.cpp and Storage.cpp.
+// ATen's generic implementations, Copy.cpp and core/Storage.cpp.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -17,9 +17,9 @@
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "aten/Registration.h"
-#include "aten/Storage.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Storage.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/Hooks.h"
+
 namespace openreg::engine {
 namespace {
 
@@ -24,6 +26,11 @@ FallbackPolicy policyFromEnvironment() {
   TORCH_CHECK(false, "openreg: invalid OPENREG_FALLBACK='", value,
               "': expected allow, warn or error");
 }
+
+// OPENREG_FALLBACK is configuration like the runtime's variables: a bad value fails the first use
+// of a device (Hooks::init), not only a later copying fallback.
+[[maybe_unused]] const bool kFallbackPolicyChecked =
+    (registerInitCheck([] { fallbackPolicy(); }), true);
 
 }  // namespace
 
