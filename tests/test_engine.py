@@ -355,6 +355,53 @@ def test_abs_runs_through_its_dispatch_stub(dtype):
         assert same(d, x.abs())
 
 
+# Note [Counting native calls]: one operator call a native kernel serves counts one native call,
+# whatever the kernel calls on its way (its output allocation, .item()'s copy to the CPU).
+# Each entry: the arguments, made outside the counted block (views and copies count too), and the
+# call.
+NATIVE_CALLS = {
+    "empty": (lambda d: (), lambda: torch.empty(3, 4, device="openreg")),
+    "empty_strided": (lambda d: (), lambda: torch.empty_strided((3, 4), (1, 3), device="openreg")),
+    "view": (lambda d: (d,), lambda d: d.view(-1)),
+    "as_strided": (lambda d: (d,), lambda d: d.as_strided((2, 2), (1, 2))),
+    "resize_": (lambda d: (d,), lambda d: d.resize_(2, 3)),
+    "fill_": (lambda d: (d,), lambda d: d.fill_(2.0)),
+    "zero_": (lambda d: (d,), lambda d: d.zero_()),
+    "item": (lambda d: (d[1, 2],), lambda d: d.item()),
+    "copy_from_cpu": (lambda d: (d,), lambda d: d.copy_(A)),
+    "copy_to_cpu": (lambda d: (d, torch.empty_like(A)), lambda d, c: c.copy_(d)),
+    "cpu": (lambda d: (d,), lambda d: d.cpu()),
+    "abs_out": (lambda d: (d,), lambda d: torch.abs(d, out=d)),
+    "custom_abs": (lambda d: (d,), lambda d: torch.ops.openreg.custom_abs(d)),
+    "layer_norm": (lambda d: (d,), lambda d: torch.native_layer_norm(d, (6,), None, None, 1e-5)),
+    "convolution": (
+        lambda d: (d.unsqueeze(0), d.t()[:2].unsqueeze(-1)),
+        lambda x, w: torch.ops.aten.convolution_overrideable(x, w, None, [1], [0], [1], False, [0], 1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
+def test_a_native_kernel_counts_one_native_call(name):
+    arguments, call = NATIVE_CALLS[name]
+    args = arguments(A.to("openreg"))
+    with openreg.count_paths() as paths:
+        call(*args)
+    assert [paths[k] for k in ("native", "async", "sync", "copying")] == [1, 0, 0, 0], dict(paths)
+
+
+def test_a_native_call_inside_a_native_kernel_is_not_counted_again():
+    d = A.to("openreg")
+    with openreg.count_paths() as paths:
+        d.sum().item()  # the engine's sum, then .item(): a blocking copy to the CPU inside
+    assert paths["async"] == 1 and paths["sync"] == 0 and paths["copying"] == 0, dict(paths)
+    with openreg.count_paths() as item:
+        d[0, 0].item()
+    with openreg.count_paths() as select:
+        d[0, 0]
+    assert item["native"] == select["native"] + 1, (dict(item), dict(select))
+
+
 def test_operators_can_be_routed_to_the_copying_fallback_one_by_one():
     a, b = A.to("openreg"), B.to("openreg")
     with openreg.copying_fallback("aten::mm", "add.Tensor"):

@@ -31,7 +31,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -62,7 +62,6 @@ void checkOnDevice(const char* op, const char* what, const at::Tensor& t, c10::D
 void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
                               const at::Tensor& invScale) {
   constexpr const char* op = "_amp_foreach_non_finite_check_and_unscale_";
-  engine::count(engine::Path::Native);
   const c10::Device device = foundInf.device();
   checkOnDevice(op, "inv_scale", invScale, device);
   std::vector<at::Tensor> gradAliases;
@@ -88,7 +87,6 @@ void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf,
 at::Tensor& updateScale(at::Tensor& scale, at::Tensor& growthTracker, const at::Tensor& foundInf,
                         double growthFactor, double backoffFactor, int64_t growthInterval) {
   constexpr const char* op = "_amp_update_scale_";
-  engine::count(engine::Path::Native);
   const c10::Device device = scale.device();
   checkOnDevice(op, "growth_tracker", growthTracker, device);
   checkOnDevice(op, "found_inf", foundInf, device);
@@ -136,8 +134,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 }  // namespace policy
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(nonFiniteCheckAndUnscale));
-  m.impl("_amp_update_scale_", TORCH_FN(updateScale));
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", OPENREG_NATIVE(nonFiniteCheckAndUnscale));
+  m.impl("_amp_update_scale_", OPENREG_NATIVE(updateScale));
 }
 
 }  // namespace openreg

@@ -27,7 +27,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -54,7 +54,6 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                        c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                        c10::IntArrayRef output_padding, int64_t groups) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   const bool hasBias = bias.has_value() && bias->defined();
   const at::Tensor shape =
@@ -85,7 +84,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   const int64_t outChannels = transposed ? weight.size(1) * groups : weight.size(0);
   at::Tensor in = kernelAlias(input), w = kernelAlias(weight);
@@ -119,8 +117,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", TORCH_FN(convolution));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackward));
+  m.impl("convolution_overrideable", OPENREG_NATIVE(convolution));
+  m.impl("convolution_backward_overrideable", OPENREG_NATIVE(convolutionBackward));
 }
 
 }  // namespace openreg

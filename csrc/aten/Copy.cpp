@@ -8,7 +8,6 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -50,7 +49,6 @@ bool plainBytes(const at::Tensor& src, const at::Tensor& dst) {
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "openreg: copy_: the source shape ",
               self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
-  engine::count(engine::Path::Native);
   if (dst.numel() == 0) return dst;
   const bool toDevice = isOpenReg(dst);
   const bool fromDevice = isOpenReg(self);

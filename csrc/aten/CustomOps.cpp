@@ -28,7 +28,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -42,7 +42,6 @@ at::Tensor absOutput(const at::Tensor& input) {
 
 // [marker: custom-abs]
 at::Tensor customAbs(const at::Tensor& input) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   at::Tensor out = absOutput(input);
   if (out.numel() == 0) return out;
@@ -96,7 +95,7 @@ TORCH_LIBRARY(openreg, m) {
 }
 
 TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
-  m.impl("custom_abs", TORCH_FN(customAbs));
+  m.impl("custom_abs", OPENREG_NATIVE(customAbs));
 }
 
 TORCH_LIBRARY_IMPL(openreg, CPU, m) {

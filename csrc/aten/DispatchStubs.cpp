@@ -24,7 +24,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
@@ -34,7 +34,6 @@ namespace {
 
 // [marker: stub-abs]
 void absKernel(at::TensorIteratorBase& iter) {
-  engine::count(engine::Path::Native);
   const at::Tensor& out = iter.output();
   const at::Tensor& in = iter.input();
   launchOnCurrentStream(out.device(), "aten::abs", {in}, {out},
@@ -68,7 +67,7 @@ at::Tensor& absOut(const at::Tensor& self, at::Tensor& out) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("abs.out", TORCH_FN(absOut));
+  m.impl("abs.out", OPENREG_NATIVE(absOut));
 }
 
 }  // namespace openreg

@@ -27,7 +27,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -76,7 +76,6 @@ at::Tensor forwardCpu(const at::Tensor& input, const at::Tensor& bias) {
 // [marker: fused-bias-gelu]
 at::Tensor forwardOpenReg(const at::Tensor& input, const at::Tensor& bias) {
   checkArguments("fused_bias_gelu", input, bias);
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   at::Tensor out = emptyLike(input);
   if (out.numel() == 0) return out;
@@ -111,7 +110,6 @@ at::Tensor backwardOpenReg(const at::Tensor& grad, const at::Tensor& input,
                            const at::Tensor& bias) {
   checkArguments("fused_bias_gelu_backward", input, bias);
   checkGrad(grad, input);
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   at::Tensor gradInput = emptyLike(input);
   if (gradInput.numel() == 0) return gradInput;
@@ -174,8 +172,8 @@ TORCH_LIBRARY_FRAGMENT(openreg, m) {
 }
 
 TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
-  m.impl("fused_bias_gelu", TORCH_FN(forwardOpenReg));
-  m.impl("fused_bias_gelu_backward", TORCH_FN(backwardOpenReg));
+  m.impl("fused_bias_gelu", OPENREG_NATIVE(forwardOpenReg));
+  m.impl("fused_bias_gelu_backward", OPENREG_NATIVE(backwardOpenReg));
 }
 
 TORCH_LIBRARY_IMPL(openreg, CPU, m) {

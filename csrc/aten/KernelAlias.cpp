@@ -15,23 +15,30 @@
 namespace openreg {
 namespace {
 
-// A non-owning CPU tensor over `data`, keeping the conjugate and negative bits (dropping them would
-// silently change the values a kernel sees). No deleter and no context: the data pointer is made
-// without a heap allocation.
-at::Tensor aliasOf(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                   c10::ScalarType dtype, bool conj, bool neg) {
-  at::Tensor alias = at::for_blob(data, sizes)
-                         .strides(strides)
-                         .options(at::TensorOptions().dtype(dtype).device(at::kCPU))
-                         .make_tensor();
+// Every alias is made here: a non-owning CPU tensor over `data`, keeping the conjugate and negative
+// bits (dropping them would silently change the values a kernel sees). No deleter and no context:
+// the data pointer is made without a heap allocation. A regrowable alias has resizable storage with
+// the CPU allocator: an engine kernel that grows an output on its way (mse_loss.out computes
+// elementwise into its result before reducing into it) gets host memory instead of failing, and
+// the engine's task copies the final values back (Note [Regrown outputs] in engine/OutputRepair.cpp).
+// Native kernels and host aliases have no such copy back, so their aliases fail to grow instead.
+enum class Regrowth : bool { Refused, Allowed };
+
+at::Tensor makeAlias(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                     c10::ScalarType dtype, bool conj, bool neg, Regrowth regrowth) {
+  auto&& maker = at::for_blob(data, sizes);  // not copyable: the temporary itself, extended
+  maker.strides(strides).options(at::TensorOptions().dtype(dtype).device(at::kCPU));
+  if (regrowth == Regrowth::Allowed)
+    maker.resizeable_storage().allocator(c10::GetAllocator(c10::DeviceType::CPU));
+  at::Tensor alias = maker.make_tensor();
   if (conj) alias = alias._conj();
   if (neg) alias = alias._neg_view();
   return alias;
 }
 
 at::Tensor aliasLike(void* data, const at::Tensor& like) {
-  return aliasOf(data, like.sizes(), like.strides(), like.scalar_type(), like.is_conj(),
-                 like.is_neg());
+  return makeAlias(data, like.sizes(), like.strides(), like.scalar_type(), like.is_conj(),
+                   like.is_neg(), Regrowth::Refused);
 }
 
 void* kernelPointer(const at::Tensor& deviceTensor) {
@@ -62,19 +69,8 @@ KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
 }
 
 at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
-  // Resizable with the CPU allocator: a kernel that grows an output on its way (mse_loss.out
-  // computes elementwise into its result before reducing into it) gets host memory instead of
-  // failing; the task copies the final values back (Note [Regrown outputs] in
-  // engine/OutputRepair.cpp).
-  at::Tensor alias = at::for_blob(spec.data, spec.sizes)
-                         .strides(spec.strides)
-                         .options(at::TensorOptions().dtype(spec.dtype).device(at::kCPU))
-                         .resizeable_storage()
-                         .allocator(c10::GetAllocator(c10::DeviceType::CPU))
-                         .make_tensor();
-  if (spec.conj) alias = alias._conj();
-  if (spec.neg) alias = alias._neg_view();
-  return alias;
+  return makeAlias(spec.data, spec.sizes, spec.strides, spec.dtype, spec.conj, spec.neg,
+                   Regrowth::Allowed);
 }
 
 namespace {

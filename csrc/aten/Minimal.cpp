@@ -1,6 +1,6 @@
 // The operators every backend needs before tensors can exist, registered for PrivateUse1:
 // factories, views, resize, set_, copies, scalars, fill. Thin wrappers: the work is in
-// ATen's generic implementations, Copy.cpp and Storage.cpp.
+// ATen's generic implementations, Copy.cpp and core/Storage.cpp.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -16,10 +16,10 @@
 #include "aten/Copy.h"
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/Storage.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Storage.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 
@@ -139,7 +139,6 @@ at::Scalar localScalarDense(const at::Tensor& self) {
 
 // [marker: fill]
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
-  engine::count(engine::Path::Native);
   if (self.numel() == 0) return self;
   launchOnCurrentStream(self.device(), "aten::fill_", {}, {self},
                         [alias = kernelAlias(self), value]() mutable { alias.fill_(value); });
@@ -157,41 +156,29 @@ void recordStream(at::Tensor& self, at::Stream stream) {
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
-// The ledger counts a native kernel's calls: Counted<decltype(fn), fn>::call counts, then calls fn.
-template <class Signature, Signature* fn>
-struct Counted;
-template <class R, class... Args, R (*fn)(Args...)>
-struct Counted<R(Args...), fn> {
-  static R call(Args... args) {
-    engine::count(engine::Path::Native);
-    return fn(std::forward<Args>(args)...);
-  }
-};
-#define OPENREG_COUNTED(fn) TORCH_FN((Counted<decltype(fn), fn>::call))
-
 }  // namespace
 
 // [marker: minimal-registrations]
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", OPENREG_COUNTED(empty));
-  m.impl("empty_strided", OPENREG_COUNTED(emptyStrided));
-  m.impl("as_strided", OPENREG_COUNTED(at::native::as_strided_tensorimpl));
-  m.impl("view", OPENREG_COUNTED(at::native::view));
-  m.impl("_reshape_alias", OPENREG_COUNTED(at::native::_reshape_alias));
-  m.impl("view_as_real", OPENREG_COUNTED(at::native::view_as_real));
-  m.impl("view_as_complex", OPENREG_COUNTED(at::native::view_as_complex));
-  m.impl("unfold", OPENREG_COUNTED(at::native::unfold));
-  m.impl("resize_", OPENREG_COUNTED(resize));
-  m.impl("set_.source_Storage", OPENREG_COUNTED(setStorage));
-  m.impl("set_.source_Storage_storage_offset", OPENREG_COUNTED(setStorageOffset));
-  m.impl("set_.source_Tensor", OPENREG_COUNTED(setTensor));
-  m.impl("set_", OPENREG_COUNTED(setEmpty));
-  m.impl("_copy_from", TORCH_FN(copyFrom));
-  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
-  m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
-  m.impl("fill_.Scalar", TORCH_FN(fill));
-  m.impl("zero_", TORCH_FN(zero));
-  m.impl("record_stream", OPENREG_COUNTED(recordStream));
+  m.impl("empty.memory_format", OPENREG_NATIVE(empty));
+  m.impl("empty_strided", OPENREG_NATIVE(emptyStrided));
+  m.impl("as_strided", OPENREG_NATIVE(at::native::as_strided_tensorimpl));
+  m.impl("view", OPENREG_NATIVE(at::native::view));
+  m.impl("_reshape_alias", OPENREG_NATIVE(at::native::_reshape_alias));
+  m.impl("view_as_real", OPENREG_NATIVE(at::native::view_as_real));
+  m.impl("view_as_complex", OPENREG_NATIVE(at::native::view_as_complex));
+  m.impl("unfold", OPENREG_NATIVE(at::native::unfold));
+  m.impl("resize_", OPENREG_NATIVE(resize));
+  m.impl("set_.source_Storage", OPENREG_NATIVE(setStorage));
+  m.impl("set_.source_Storage_storage_offset", OPENREG_NATIVE(setStorageOffset));
+  m.impl("set_.source_Tensor", OPENREG_NATIVE(setTensor));
+  m.impl("set_", OPENREG_NATIVE(setEmpty));
+  m.impl("_copy_from", OPENREG_NATIVE(copyFrom));
+  m.impl("_copy_from_and_resize", OPENREG_NATIVE(copyFromAndResize));
+  m.impl("_local_scalar_dense", OPENREG_NATIVE(localScalarDense));
+  m.impl("fill_.Scalar", OPENREG_NATIVE(fill));
+  m.impl("zero_", OPENREG_NATIVE(zero));
+  m.impl("record_stream", OPENREG_NATIVE(recordStream));
 }
 
 }  // namespace openreg

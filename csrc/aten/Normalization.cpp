@@ -33,8 +33,8 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
+#include "aten/Registration.h"
 #include "aten/engine/Engine.h"
-#include "aten/engine/Ledger.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -63,6 +63,8 @@ void runBatchNorm(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool 
               ": evaluation mode (training=False) normalizes with running_mean and running_var, "
               "and none were given; pass them, or use training=True");
   const at::Tensor input = (*stack)[0].toTensor();
+  // The engine counts the call; the statistics' conversions below are part of it.
+  engine::ServedCall serving;
   engine::runOnEngine(op, stack);
   for (size_t i : {1, 2}) {
     const at::Tensor saved = (*stack)[i].toTensor();
@@ -141,7 +143,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(
     const at::Tensor& input, c10::IntArrayRef normalizedShape,
     const std::optional<at::Tensor>& weightOpt, const std::optional<at::Tensor>& biasOpt,
     double eps) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   const at::Tensor weight = parameter(weightOpt, input, "weight");
   const at::Tensor bias = parameter(biasOpt, input, "bias");
@@ -171,7 +172,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
     const at::Tensor& gradOut, const at::Tensor& input, c10::IntArrayRef normalizedShape,
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weightOpt,
     const std::optional<at::Tensor>& biasOpt, std::array<bool, 3> outputMask) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(input.device().index());
   const at::Tensor weight = parameter(weightOpt, input, "weight");
   const at::Tensor bias = parameter(biasOpt, input, "bias");
@@ -201,8 +201,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_layer_norm", TORCH_FN(nativeLayerNorm));
-  m.impl("native_layer_norm_backward", TORCH_FN(nativeLayerNormBackward));
+  m.impl("native_layer_norm", OPENREG_NATIVE(nativeLayerNorm));
+  m.impl("native_layer_norm_backward", OPENREG_NATIVE(nativeLayerNormBackward));
   m.impl("native_batch_norm", TORCH_FN(nativeBatchNorm));
   m.impl("_native_batch_norm_legit", TORCH_FN(nativeBatchNormLegit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(nativeBatchNormLegitNoStats));

@@ -28,7 +28,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -157,7 +157,6 @@ Tensors aliases(const Tensors& ts) {
 template <class Math>
 void launchCell(const char* op, const at::Tensor& like, const Tensors& inputs,
                 const Tensors& outputs, Math math) {
-  engine::count(engine::Path::Native);
   launchOnCurrentStream(like.device(), op, inputs, outputs,
                         [in = aliases(inputs), out = aliases(outputs), math]() mutable {
                           const Tensors results = math(in);
@@ -266,10 +265,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBa
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstmCell));
-  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gruCellBackward));
+  m.impl("_thnn_fused_lstm_cell", OPENREG_NATIVE(lstmCell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl", OPENREG_NATIVE(lstmCellBackward));
+  m.impl("_thnn_fused_gru_cell", OPENREG_NATIVE(gruCell));
+  m.impl("_thnn_fused_gru_cell_backward", OPENREG_NATIVE(gruCellBackward));
 }
 
 }  // namespace openreg

@@ -16,6 +16,8 @@
 #include <c10/core/DispatchKeySet.h>
 #include <torch/library.h>
 
+#include "aten/Registration.h"
+
 namespace openreg {
 namespace {
 
@@ -35,7 +37,7 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
+  m.impl("_has_compatible_shallow_copy_type", OPENREG_NATIVE(hasCompatibleShallowCopyType));
 }
 
 }  // namespace openreg

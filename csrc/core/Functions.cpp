@@ -55,6 +55,20 @@ void device_synchronize(c10::DeviceIndex device) {
   OPENREG_CHECK(orDeviceSynchronize());
 }
 
+DeviceProperties getDeviceProperties(c10::DeviceIndex device) {
+  check_device_index(device);
+  orDeviceProp prop;
+  OPENREG_CHECK(orGetDeviceProperties(&prop, device));
+  return {prop.name,  prop.totalGlobalMem, prop.workerCount, prop.memoryAlignment,
+          prop.major, prop.minor};
+}
+
+int runtimeVersion() {
+  int version = 0;
+  OPENREG_CHECK(orRuntimeGetVersion(&version));
+  return version;
+}
+
 DeviceScope::DeviceScope(c10::DeviceIndex device) : previous_(ExchangeDevice(device)) {}
 
 DeviceScope::~DeviceScope() {

@@ -9,6 +9,9 @@
 
 #include <c10/core/Device.h>
 
+#include <cstddef>
+#include <string>
+
 #include "core/Macros.h"
 
 namespace openreg {
@@ -24,6 +27,19 @@ OPENREG_TORCH_API c10::DeviceIndex MaybeExchangeDevice(c10::DeviceIndex device);
 OPENREG_TORCH_API void device_synchronize(c10::DeviceIndex device);
 // Throws unless 0 <= device < device_count(), naming the count and OPENREG_DEVICE_COUNT.
 OPENREG_TORCH_API void check_device_index(c10::DeviceIndex device);
+
+// What torch.openreg.get_device_properties reports: the runtime's orDeviceProp.
+struct DeviceProperties {
+  std::string name;
+  size_t totalMemory = 0;
+  int workerCount = 0;
+  size_t memoryAlignment = 0;
+  int major = 0;
+  int minor = 0;
+};
+OPENREG_TORCH_API DeviceProperties getDeviceProperties(c10::DeviceIndex device);
+// The runtime library's version (orRuntimeGetVersion).
+OPENREG_TORCH_API int runtimeVersion();
 
 // RAII: makes `device` current for the scope when it differs. For code inside this library that
 // must call device-relative runtime functions; PyTorch code uses c10::DeviceGuard instead.

@@ -4,17 +4,26 @@
 #include <openreg/runtime.h>
 
 #include <atomic>
+#include <vector>
 
-#include "aten/Storage.h"
-#include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
+#include "core/Storage.h"
 #include "core/allocator/HostAllocator.h"
 
 namespace openreg {
 namespace {
 std::atomic<bool> gInitialized{false};
+
+std::vector<void (*)()>& initChecks() {
+  static std::vector<void (*)()> checks;  // filled at load time, read by init
+  return checks;
+}
+}  // namespace
+
+void registerInitCheck(void (*check)()) {
+  initChecks().push_back(check);
 }
 
 bool Hooks::isAvailable() const {
@@ -28,10 +37,8 @@ bool Hooks::hasPrimaryContext(c10::DeviceIndex device_index) const {
 
 // [marker: hooks-init]
 void Hooks::init() const {
-  // OPENREG_FALLBACK is configuration like the runtime's variables: a bad value fails the first
-  // use of a device, not only a later copying fallback.
-  engine::fallbackPolicy();
-  OPENREG_CHECK(orInit(0));  // sets up every device, or raises why it cannot
+  for (void (*check)() : initChecks()) check();  // OPENREG_FALLBACK, registered by Ledger.cpp
+  OPENREG_CHECK(orInit(0));                      // sets up every device, or raises why it cannot
   gInitialized.store(true, std::memory_order_release);
 }
 

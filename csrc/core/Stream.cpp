@@ -136,6 +136,11 @@ void setCurrentOpenRegStream(OpenRegStream stream) {
   currentIds()[device] = stream.id();
 }
 
+void setStream(const c10::Stream& stream) {
+  setCurrentOpenRegStream(OpenRegStream(stream));  // validates the type, the index and the id
+  if (current_device() != stream.device_index()) set_device(stream.device_index());
+}
+
 OpenRegStream getStreamFromPool(bool isHighPriority, DeviceIndex device) {
   device = resolve(device);
   createPools(device);

@@ -56,6 +56,9 @@ OPENREG_TORCH_API OpenRegStream getCurrentOpenRegStream(c10::DeviceIndex device 
 // Makes `stream` current on its device for the calling thread (the current device is unchanged).
 // Throws if the stream is not live or is another device's.
 OPENREG_TORCH_API void setCurrentOpenRegStream(OpenRegStream stream);
+// torch.openreg.set_stream: makes `stream` current on its device and its device current. Raises
+// for a stream of another device type, a bad index or an unknown id.
+OPENREG_TORCH_API void setStream(const c10::Stream& stream);
 OPENREG_TORCH_API OpenRegStream getStreamFromPool(bool isHighPriority = false,
                                                   c10::DeviceIndex device = -1);
 // Wraps a stream created directly with the runtime. The caller keeps ownership.

@@ -1,8 +1,8 @@
-// torch_openreg._C: the Python bindings. Glue only: each entry calls libtorch_openreg, wrapped
-// in PyTorch's error translation (HANDLE_TH_ERRORS), so c10 errors arrive as the matching Python
-// exception (torch.OutOfMemoryError, RuntimeError, ...) without a C++ backtrace.
+// torch_openreg._C: the Python bindings. Glue only: each entry is one call into libtorch_openreg
+// and the conversion of its arguments and result, wrapped in PyTorch's error translation
+// (HANDLE_TH_ERRORS), so c10 errors arrive as the matching Python exception
+// (torch.OutOfMemoryError, RuntimeError, ...) without a C++ backtrace.
 #include <ATen/Context.h>
-#include <openreg/runtime.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
@@ -10,7 +10,6 @@
 
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
-#include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
@@ -38,13 +37,10 @@ py::tuple streamTriple(const openreg::OpenRegStream& stream) {
                         static_cast<int>(c10::DeviceType::PrivateUse1));
 }
 
-py::dict deviceProperties(c10::DeviceIndex device) {
-  openreg::check_device_index(device);
-  orDeviceProp prop;
-  OPENREG_CHECK(orGetDeviceProperties(&prop, device));
+py::dict toDict(const openreg::DeviceProperties& prop) {
   py::dict d;
-  d["name"] = std::string(prop.name);
-  d["total_memory"] = prop.totalGlobalMem;
+  d["name"] = prop.name;
+  d["total_memory"] = prop.totalMemory;
   d["worker_count"] = prop.workerCount;
   d["memory_alignment"] = prop.memoryAlignment;
   d["major"] = prop.major;
@@ -52,9 +48,20 @@ py::dict deviceProperties(c10::DeviceIndex device) {
   return d;
 }
 
-py::list memorySnapshot() {
+py::dict toDict(const openreg::engine::PathCounts& counts) {
+  py::dict d;
+  for (int i = 0; i < openreg::engine::kPathCount; ++i) {
+    d[openreg::engine::pathName(static_cast<openreg::engine::Path>(i))] = counts.calls[i];
+  }
+  d["copied_bytes"] = counts.copiedBytes;
+  d["meta_calls"] = counts.metaCalls;
+  return d;
+}
+
+// The segments of the caching allocator as torch.cuda.memory_snapshot() lists them.
+py::list toList(const std::vector<c10::CachingDeviceAllocator::SegmentInfo>& snapshot) {
   py::list segments;
-  for (const auto& segment : openreg::deviceAllocator().snapshot()) {
+  for (const auto& segment : snapshot) {
     py::dict s;
     s["device"] = static_cast<int>(segment.device);
     s["address"] = segment.address;
@@ -109,7 +116,7 @@ PYBIND11_MODULE(_C, m) {
           openreg::device_synchronize(static_cast<c10::DeviceIndex>(device));
         }));
   m.def("_get_device_properties", translated(+[](int device) {
-          return deviceProperties(static_cast<c10::DeviceIndex>(device));
+          return toDict(openreg::getDeviceProperties(static_cast<c10::DeviceIndex>(device)));
         }));
   // [marker: bindings-streams]
   m.def("_get_current_stream", translated(+[](int device) {
@@ -122,12 +129,10 @@ PYBIND11_MODULE(_C, m) {
         }));
   // The device type comes along so that a stream of another type gets the error naming it.
   m.def("_set_stream", translated(+[](int64_t streamId, int device, int deviceType) {
-          const auto index = static_cast<c10::DeviceIndex>(device);
-          const openreg::OpenRegStream stream(
-              c10::Stream(c10::Stream::UNSAFE,
-                          c10::Device(static_cast<c10::DeviceType>(deviceType), index), streamId));
-          openreg::setCurrentOpenRegStream(stream);  // validates the index and the id
-          if (openreg::current_device() != index) openreg::set_device(index);
+          openreg::setStream(c10::Stream(c10::Stream::UNSAFE,
+                                         c10::Device(static_cast<c10::DeviceType>(deviceType),
+                                                     static_cast<c10::DeviceIndex>(device)),
+                                         streamId));
         }));
   m.def("_stream_priority", translated(+[](int64_t streamId, int device) {
           const c10::Stream stream(
@@ -145,18 +150,10 @@ PYBIND11_MODULE(_C, m) {
               openreg::getDefaultGenerator(static_cast<c10::DeviceIndex>(device))));
         }));
   // [marker: bindings-memory]
-  m.def("_memory_snapshot", translated(+[] { return memorySnapshot(); }));
+  m.def("_memory_snapshot",
+        translated(+[] { return toList(openreg::deviceAllocator().snapshot()); }));
   // [marker: bindings-ledger]
-  m.def("_path_counts", translated(+[] {
-          const auto counts = openreg::engine::pathCounts();
-          py::dict d;
-          for (int i = 0; i < openreg::engine::kPathCount; ++i) {
-            d[openreg::engine::pathName(static_cast<openreg::engine::Path>(i))] = counts.calls[i];
-          }
-          d["copied_bytes"] = counts.copiedBytes;
-          d["meta_calls"] = counts.metaCalls;
-          return d;
-        }));
+  m.def("_path_counts", translated(+[] { return toDict(openreg::engine::pathCounts()); }));
   m.def("_route_to_copying_fallback", translated(+[](const std::string& name) {
           openreg::engine::routeToCopyingFallback(name);
         }));
@@ -167,9 +164,5 @@ PYBIND11_MODULE(_C, m) {
         translated(+[] { return openreg::engine::operatorsOnCopyingFallback(); }));
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
-  m.def("_runtime_version", translated(+[] {
-          int version = 0;
-          OPENREG_CHECK(orRuntimeGetVersion(&version));
-          return version;
-        }));
+  m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
 }

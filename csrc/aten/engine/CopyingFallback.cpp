@@ -59,6 +59,7 @@ void copyingFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, co
   checkCopyingFallback(c10::toString(schema.operator_name()), why);
   count(Path::Copying);
   int64_t bytes = deviceBytes(torch::jit::last(*stack, schema.arguments().size()));
+  ServedCall serving;  // its copies are part of this call (Note [Counting native calls])
   at::native::cpu_fallback(op, stack);
   bytes += deviceBytes(torch::jit::last(*stack, schema.returns().size()));
   countCopiedBytes(bytes);

@@ -70,6 +70,9 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   DeviceScope scope(device.index());
+  // What the engine calls on its way (empty_strided for the outputs) is part of this call, not a
+  // native call of its own (Note [Counting native calls] in Ledger.h).
+  ServedCall serving;
   if (!traits.hostResult && !traits.callingThread &&
       (traits.metaWorks != 0 || traits.inPlaceOnly) && runAsync(op, traits, stack, device)) {
     count(Path::Async);

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/Hooks.h"
+
 namespace openreg::engine {
 namespace {
 
@@ -13,6 +15,7 @@ std::atomic<int64_t> gCalls[kPathCount];
 std::atomic<int64_t> gCopiedBytes{0};
 std::atomic<int64_t> gMetaCalls{0};
 thread_local int tPolicyOverride = -1;
+thread_local int tServedCalls = 0;  // ServedCalls open on this thread
 
 FallbackPolicy policyFromEnvironment() {
   const char* value = std::getenv("OPENREG_FALLBACK");
@@ -24,6 +27,11 @@ FallbackPolicy policyFromEnvironment() {
               "': expected allow, warn or error");
 }
 
+// OPENREG_FALLBACK is configuration like the runtime's variables: a bad value fails the first use
+// of a device (Hooks::init), not only a later copying fallback.
+[[maybe_unused]] const bool kFallbackPolicyChecked =
+    (registerInitCheck([] { fallbackPolicy(); }), true);
+
 }  // namespace
 
 const char* pathName(Path path) {
@@ -31,7 +39,17 @@ const char* pathName(Path path) {
   return names[static_cast<int>(path)];
 }
 
+ServedCall::ServedCall() {
+  ++tServedCalls;
+}
+
+ServedCall::~ServedCall() {
+  --tServedCalls;
+}
+
+// [marker: count-native-once]
 void count(Path path) {
+  if (path == Path::Native && tServedCalls > 0) return;
   gCalls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
 }
 

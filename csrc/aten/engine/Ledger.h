@@ -1,7 +1,8 @@
 // The ledger of execution paths, and the fallback policy.
 //
 // Every operator call on openreg tensors takes one path, counted here:
-//   native   a kernel registered for openreg (copies, fills, factories)
+//   native   a kernel registered for openreg (copies, fills, factories): Note [Counting native
+//            calls]
 //   async    the generic engine's asynchronous path: ATen's CPU kernel run as a stream task on
 //            kernel-window aliases, outputs allocated ahead from Meta shapes
 //   sync     the generic engine's synchronizing path: the stream is synchronized first (data-
@@ -31,6 +32,24 @@ struct PathCounts {
   int64_t metaCalls = 0;
 };
 
+// Note [Counting native calls]
+// A native call is one operator call that a native kernel serves, counted once, when the kernel is
+// entered through its registration (OPENREG_NATIVE in aten/Registration.h). What the kernel calls
+// while it serves the call (allocating its outputs, resizing, the copy .item() makes to the CPU)
+// is part of that call: a ServedCall on the stack marks the thread as serving one, and native
+// calls made meanwhile are not counted. The engine's paths count every run wherever it is called
+// from: each is a CPU kernel run, a synchronization or a round trip through host memory, which is
+// what the ledger is read for. A kernel that only composes other operators (native_dropout, lstm)
+// is not native: the operators it calls are counted.
+class OPENREG_TORCH_API ServedCall {
+ public:
+  ServedCall();
+  ~ServedCall();
+  ServedCall(const ServedCall&) = delete;
+  ServedCall& operator=(const ServedCall&) = delete;
+};
+
+// Counts one call of `path`; a native one only if this thread is serving no call (ServedCall).
 OPENREG_TORCH_API void count(Path path);
 OPENREG_TORCH_API void countCopiedBytes(int64_t bytes);
 void countMetaCall();

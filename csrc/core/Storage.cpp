@@ -1,4 +1,4 @@
-#include "aten/Storage.h"
+#include "core/Storage.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
