@@ -694,7 +694,7 @@ def test_out_arguments_resized_on_the_synchronizing_path():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_takes_the_cpu_fused_kernel_and_equals_cpu_bitwise(causal):
-    # Note at csrc/aten/DispatchStubs.cpp#stub-sdp-choice: the CPU's backend choice, so the CPU's
+    # Note [Attention backend] in csrc/aten/Attention.cpp: the overrideable backend runs the CPU's
     # flash kernel, not the unfused math path.
     q, k, v = (torch.randn(2, 4, 16, 8, generator=g).requires_grad_() for _ in range(3))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)

@@ -11,13 +11,11 @@
 // The kernel receives the iterator over device tensors, already shaped and allocated. Ours queues
 // one task on the current stream that runs the CPU's loop over kernel-window aliases of the
 // iterator's operands, like the engine's tasks (Note [Generic engine]). Functional `abs` and
-// `abs_` reach `abs.out` through their CompositeExplicitAutograd kernels.
+// `abs_` reach `abs.out` through their CompositeExplicitAutograd kernels. The attention backend
+// choice, _fused_sdp_choice_stub, is registered in Attention.cpp (Note [Attention backend]).
 #include <ATen/TensorIterator.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/UnaryOps.h>
-#include <ATen/native/transformers/attention.h>
-#include <ATen/native/transformers/sdp_utils_cpp.h>
-#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/abs_native.h>
 #include <torch/library.h>
@@ -43,22 +41,6 @@ void absKernel(at::TensorIteratorBase& iter) {
                         });
 }
 
-// [marker: stub-sdp-choice]
-// scaled_dot_product_attention asks _fused_sdp_choice_stub, per device type, which kernel to run;
-// a device without an answer gets the unfused math path, which rounds differently from the CPU's
-// fused flash kernel. The answer here is the CPU's own choice for the same inputs (it reads only
-// their metadata). When that is flash attention, ATen calls _scaled_dot_product_flash_attention_
-// for_cpu, which the engine runs like any operator: attention on openreg is bitwise the CPU's.
-int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                  const std::optional<at::Tensor>& mask, double dropout, bool causal,
-                  std::optional<double> scale, bool gqa) {
-  // With dropout, the CPU's flash kernel draws from the CPU's default generator: the math path
-  // draws through native_dropout from the openreg generator instead (Note [Dropout]).
-  if (dropout > 0) return static_cast<int64_t>(sdp::SDPBackend::math);
-  return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query,
-                                                 key, value, mask, dropout, causal, scale, gqa);
-}
-
 at::Tensor& absOut(const at::Tensor& self, at::Tensor& out) {
   DeviceScope scope(self.device().index());  // m.impl kernels get no device guard
   return at::native::abs_out(self, out);
@@ -74,5 +56,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 namespace at::native {  // where the registration helper lives
 REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &openreg::absKernel)
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &openreg::sdpChoice)
 }  // namespace at::native
