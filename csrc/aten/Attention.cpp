@@ -60,7 +60,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
-#include "aten/engine/Ledger.h"
+#include "aten/Registration.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -219,7 +219,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                const std::optional<at::Tensor>& attnBias, double dropout, bool causal,
                bool /*returnDebugMask*/, std::optional<double> scale) {
-  engine::count(engine::Path::Native);
   DeviceScope scope(query.device().index());
   const at::Tensor mask = attnBias.value_or(at::Tensor());
   checkFlashInputs(kForward, query, key, value, mask, dropout);
@@ -286,7 +285,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
     bool causal, const at::Tensor& /*philoxSeed*/, const at::Tensor& /*philoxOffset*/,
     std::optional<double> scale) {
   if (!gradOut.defined()) return {};
-  engine::count(engine::Path::Native);
   DeviceScope scope(query.device().index());
   checkFlashInputs(kBackward, query, key, value, attnBias, dropout);
   checkSameDevice(gradOut, query, kBackward, "grad_out");
@@ -333,10 +331,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // torch._fused_sdp_choice, the operator, gives the stub's answer (the engine would run the
   // CPU's choice, which never says overrideable).
-  m.impl("_fused_sdp_choice", TORCH_FN(sdpChoice));
-  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(fusedAttention));
+  m.impl("_fused_sdp_choice", OPENREG_NATIVE(sdpChoice));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", OPENREG_NATIVE(fusedAttention));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
-         TORCH_FN(fusedAttentionBackward));
+         OPENREG_NATIVE(fusedAttentionBackward));
 }
 
 }  // namespace openreg
