@@ -3,6 +3,7 @@
 
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
+RUFF := $(CURDIR)/.venv/bin/ruff
 CMAKE_COMMON := -DOPENREG_BUILD_TESTS=ON
 SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -name '*.hpp' -o -name '*.cpp' -o -name '*.c')
 
@@ -10,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python sanitize fuzz check-docs check-format format demo tour bench conformance clean
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean
 
 all: build
 
@@ -61,6 +62,14 @@ fuzz: setup build/asan/CMakeCache.txt
 test-python: build
 	$(PYTHON) -m pytest -q tests
 
+# The wheel (tests/test_wheel.py): test-python builds it and checks its tag and requirement; this
+# also installs it into a fresh environment and runs it there, with the venv's torch linked in
+# (WHEEL_TORCH=link, about a minute) or installed there by pip as a user would (WHEEL_TORCH=pip,
+# minutes).
+WHEEL_TORCH ?= link
+test-wheel: build
+	OPENREG_WHEEL_TEST=$(WHEEL_TORCH) $(PYTHON) -m pytest -q tests/test_wheel.py
+
 check-docs:
 	python3 tools/check_doc_markers.py
 
@@ -70,7 +79,11 @@ check-format: setup
 format: setup
 	clang-format -i $(SOURCES)
 
-test: check-format check-docs test-runtime sanitize test-python
+# Python lint: the rules and their exceptions are in pyproject.toml ([tool.ruff]).
+check-lint: setup
+	$(RUFF) check .
+
+test: check-format check-lint check-docs test-runtime sanitize test-python
 
 # The main job: a model trained on openreg, compared with the CPU (examples/train_classifier.py).
 demo: build

@@ -2,6 +2,9 @@
 
 Install with `pip install --no-build-isolation .` (or `-e .`): the build needs the installed torch's
 headers and libraries, and an isolated build environment would fetch a different torch.
+
+The wheel says what it holds (Note [The wheel's tag and torch pin]): CPython extension modules for
+this interpreter and platform, built against one torch release.
 """
 
 import os
@@ -9,10 +12,34 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+
+try:
+    import torch
+except ImportError as error:
+    raise SystemExit(
+        "torch_openreg builds against the torch that is installed, and none is importable here "
+        f"({error}). Install torch 2.13.0 first, then build with `pip install --no-build-isolation .`."
+    ) from error
+
+
+# Note [The wheel's tag and torch pin]
+# The package holds shared objects built by CMake for this CPython and platform, and linked against
+# one torch's C++ ABI; torch_openreg/__init__.py refuses to load under any other torch. setuptools
+# only sees a package with data files, so without help it tags the wheel py3-none-any and pip would
+# install it anywhere. A distribution that reports extension modules gets the interpreter's tag
+# (e.g. cp311-cp311-linux_x86_64; not manylinux: nothing audits the shared objects' symbols), and
+# the dependency names the torch release of the build, without the local label (+cpu), which a
+# requirement on a release leaves free anyway.
+class BinaryDistribution(Distribution):
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+TORCH_RELEASE = str(torch.__version__).split("+")[0]
 
 
 class BuildWithCMake(build_py):
@@ -41,6 +68,8 @@ class BuildWithCMake(build_py):
 
 
 setup(
+    distclass=BinaryDistribution,
+    install_requires=[f"torch=={TORCH_RELEASE}"],
     cmdclass={"build_py": BuildWithCMake},
     package_data={"torch_openreg": ["*.so", "lib/*.so"]},
 )

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-import torch_openreg  # noqa: F401
 from torch import nn
 
+import torch_openreg  # noqa: F401
 from models import TransformerLM
 
 MODES = {"float32": None, "autocast float16": torch.float16, "autocast bfloat16": torch.bfloat16}

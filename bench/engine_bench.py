@@ -40,14 +40,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from models import TRAINING_CASES  # noqa: E402
+from models import TRAINING_CASES
 
 REPEATS = 7
 # Targets from the issue: openreg time / CPU time, at most.
@@ -137,7 +138,7 @@ def bitwise_equal(kind: str, cpu_fn: Callable[[], Any], dev_fn: Callable[[], Any
     calls = 3 if kind == "training" else 1
     cpu = [cpu_fn() for _ in range(calls)]
     dev = [dev_fn().cpu() for _ in range(calls)]
-    return all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(cpu, dev))
+    return all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(cpu, dev, strict=True))
 
 
 def measure(case: Case, repeats: int) -> dict[str, Any]:

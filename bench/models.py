@@ -12,8 +12,8 @@ does not use (docs/operators.md), so its random masks would differ from the CPU'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

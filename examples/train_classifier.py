@@ -148,8 +148,9 @@ def main() -> None:
 
     losses_equal = torch.equal(torch.stack(device.losses).cpu(), torch.stack(cpu.losses))
     state_device, state_cpu = device.state(), cpu.state()
-    equal_tensors = sum(torch.equal(a, b) for a, b in zip(state_device, state_cpu))
-    largest = max((a - b).abs().max().item() for a, b in zip(state_device, state_cpu) if a.is_floating_point())
+    equal_tensors = sum(torch.equal(a, b) for a, b in zip(state_device, state_cpu, strict=True))
+    largest = max((a - b).abs().max().item() for a, b in zip(state_device, state_cpu, strict=True)
+                  if a.is_floating_point())
     print("\n== against the CPU ==")
     print(f"all {STEPS} losses bitwise equal: {'yes' if losses_equal else 'NO'}")
     print(f"parameters and buffers bitwise equal: {equal_tensors}/{len(state_cpu)} tensors"

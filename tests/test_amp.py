@@ -128,7 +128,7 @@ def test_mixed_precision_training_with_grad_scaler_equals_the_cpu_and_never_sync
     cpu_losses, cpu_scales, cpu_params, _ = train("cpu", dtype)
     losses, scales, params, paths = train("openreg", dtype)
     assert torch.equal(losses, cpu_losses) and torch.equal(scales, cpu_scales)
-    assert all(torch.equal(p, c) for p, c in zip(params, cpu_params))
+    assert all(torch.equal(p, c) for p, c in zip(params, cpu_params, strict=True))
     assert scales[5] == scales[4] / 2  # the inf step backed off the scale
     assert paths["sync"] == 0 and paths["copying"] == 0  # a whole step, nothing waits for the device
 

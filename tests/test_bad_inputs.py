@@ -81,7 +81,8 @@ def test_a_bad_device_index_names_the_device_count(name):
 def test_an_event_recorded_on_another_devices_stream_is_refused():
     event = torch.Event(device="openreg:0")
     event.record(openreg.default_stream(0))
-    with pytest.raises(RuntimeError, match="openreg: event device index 0 does not match the recording stream's device 1"):
+    with pytest.raises(RuntimeError,
+                       match="openreg: event device index 0 does not match the recording stream's device 1"):
         event.record(openreg.default_stream(1))
     event.synchronize()
     device_works(1)
@@ -233,7 +234,8 @@ def test_another_devices_stream_is_not_made_current_on_this_device():
 def test_host_code_that_needs_a_cpu_tensor_says_to_copy_it_first():
     x_cpu = torch.linspace(0, 1, 5)
     x = x_cpu.to("openreg")
-    expected = "can't convert openreg:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+    expected = ("can't convert openreg:0 device type tensor to numpy. "
+                "Use Tensor.cpu() to copy the tensor to host memory first.")
     for host_call in (x.numpy, lambda: np.asarray(x)):
         with pytest.raises(TypeError) as info:
             host_call()
@@ -327,8 +329,8 @@ CONFIGURATION_ERRORS = {
     "OPENREG_DEVICE_COUNT=abc": ("openreg: invalid OPENREG_DEVICE_COUNT='abc': expected an integer from 1 to 64.", 0),
     "OPENREG_DEVICE_COUNT=65": ("openreg: invalid OPENREG_DEVICE_COUNT='65': expected an integer from 1 to 64.", 0),
     "OPENREG_DEVICE_MEMORY=garbage": (
-        "openreg: invalid OPENREG_DEVICE_MEMORY='garbage': expected a byte count from 1M to 4T, optionally with a "
-        "K, M, G or T suffix.",
+        ("openreg: invalid OPENREG_DEVICE_MEMORY='garbage': expected a byte count from 1M to 4T, optionally with a "
+         "K, M, G or T suffix."),
         0,
     ),
     "OPENREG_FALLBACK=bogus": ("openreg: invalid OPENREG_FALLBACK='bogus': expected allow, warn or error", 2),

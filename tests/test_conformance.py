@@ -8,9 +8,9 @@ import sys
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tools"))
-import conformance  # noqa: E402
-import conformance_report  # noqa: E402
-import conformance_worker  # noqa: E402
+import conformance
+import conformance_report
+import conformance_worker
 
 # The targets for the share of samples that pass (bitwise, close or both raising).
 FORWARD_TARGET, BACKWARD_TARGET = 0.98, 0.95

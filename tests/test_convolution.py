@@ -67,7 +67,7 @@ def test_convolution_output_and_gradients_have_the_cpus_values_and_layouts(case)
         grads = torch.autograd.grad(out, (xd, wd, bd), grad_out)
         results[device] = (out, *grads)
     for name, got, expected in zip(("output", "grad_input", "grad_weight", "grad_bias"), results["openreg"],
-                                   results["cpu"]):
+                                   results["cpu"], strict=True):
         assert layout(got) == layout(expected), f"{name}: {layout(got)} != the CPU's {layout(expected)}"
         assert bitwise_equal(got, expected), name
 
@@ -81,7 +81,7 @@ def test_conv2d_keeps_channels_last_with_a_contiguous_gradient():
         out = F.conv2d(xd, wd, padding=1)
         out.backward(torch.ones(out.shape, device=device))  # a contiguous gradient
         results[device] = (out, xd.grad, wd.grad)
-    for got, expected in zip(results["openreg"], results["cpu"]):
+    for got, expected in zip(results["openreg"], results["cpu"], strict=True):
         assert got.is_contiguous(memory_format=torch.channels_last) == expected.is_contiguous(
             memory_format=torch.channels_last)
         assert got.is_contiguous() == expected.is_contiguous()
@@ -107,7 +107,7 @@ def test_a_channels_last_cnn_with_batch_norm_trains_bitwise_equal_to_the_cpu():
         model = small_cnn().to(device).to(memory_format=torch.channels_last)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         losses = []
-        for x, y in zip(images, labels):
+        for x, y in zip(images, labels, strict=True):
             x = x.to(device).contiguous(memory_format=torch.channels_last)
             loss = F.cross_entropy(model(x), y.to(device))
             optimizer.zero_grad()
@@ -116,7 +116,7 @@ def test_a_channels_last_cnn_with_batch_norm_trains_bitwise_equal_to_the_cpu():
             losses.append(loss.detach())
         trained[device] = (losses, model.state_dict())
     (cpu_losses, cpu_state), (or_losses, or_state) = trained["cpu"], trained["openreg"]
-    assert all(bitwise_equal(a, b) for a, b in zip(or_losses, cpu_losses))
+    assert all(bitwise_equal(a, b) for a, b in zip(or_losses, cpu_losses, strict=True))
     for key, value in cpu_state.items():
         assert bitwise_equal(or_state[key], value), key
         assert layout(or_state[key]) == layout(value), key

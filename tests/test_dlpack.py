@@ -38,7 +38,8 @@ def test_capsules_import_as_openreg_tensors_sharing_memory(device, export):
     assert torch.equal(d.cpu(), x)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int64, torch.bool, torch.complex64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int64, torch.bool,
+                                   torch.complex64], ids=str)
 def test_capsule_round_trip_keeps_every_dtype(dtype):
     x = torch.arange(10).to(dtype)
     imported = torch.from_dlpack(x.to("openreg:1").__dlpack__())

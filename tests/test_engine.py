@@ -12,7 +12,7 @@ openreg = torch.openreg
 
 def same(a, b):
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if not isinstance(a, torch.Tensor):
         return a == b
     a = a.cpu()
@@ -192,7 +192,7 @@ def test_fallback_policy_makes_a_copying_fallback_visible():
     a = A.to("openreg")
     with openreg.copying_fallback("aten::mm"):
         with openreg.fallback_policy("error"), openreg.count_paths() as paths:
-            with pytest.raises(NotImplementedError, match="copying CPU fallback.*policy is 'error'"):
+            with pytest.raises(NotImplementedError, match=r"copying CPU fallback.*policy is 'error'"):
                 a @ a.t()
         assert paths["copying"] == 0
         with openreg.fallback_policy("warn"), openreg.count_paths() as paths:
@@ -224,7 +224,7 @@ def test_training_an_mlp_matches_cpu_bitwise_without_fallbacks():
         loss_o, params_o, var_o = train("openreg")
     loss_c, params_c, var_c = train("cpu")
     assert loss_o == loss_c
-    assert all(same(a, b) for a, b in zip(params_o, params_c))
+    assert all(same(a, b) for a, b in zip(params_o, params_c, strict=True))
     assert same(var_o, var_c)
     assert paths["copying"] == 0 and paths["async"] > 100
 
@@ -440,14 +440,16 @@ def test_the_environment_routes_operators_to_the_copying_fallback_at_load():
 # Note [Asynchronous random numbers]: random operators are stream tasks, in program order.
 def test_random_operators_are_asynchronous_and_equal_cpu():
     torch.manual_seed(8)
-    expected = [torch.randn(16, 4), torch.rand(9), torch.empty(7).uniform_(-1, 2), torch.bernoulli(torch.full((9,), 0.4))]
+    expected = [torch.randn(16, 4), torch.rand(9), torch.empty(7).uniform_(-1, 2),
+                torch.bernoulli(torch.full((9,), 0.4))]
     torch.manual_seed(8)
     openreg._sleep(50)  # every draw below is queued behind this
     with openreg.count_paths() as paths:
         got = [torch.randn(16, 4, device="openreg"), torch.rand(9, device="openreg"),
-               torch.empty(7, device="openreg").uniform_(-1, 2), torch.bernoulli(torch.full((9,), 0.4, device="openreg"))]
+               torch.empty(7, device="openreg").uniform_(-1, 2),
+               torch.bernoulli(torch.full((9,), 0.4, device="openreg"))]
     assert paths["sync"] == 0 and paths["copying"] == 0
-    assert all(same(g, e) for g, e in zip(got, expected))
+    assert all(same(g, e) for g, e in zip(got, expected, strict=True))
 
 
 def test_random_numbers_follow_program_order_across_streams():
@@ -520,11 +522,11 @@ def test_recurrent_layers_train_on_openreg(cls, bias):
     # The fused cells round differently from the CPU's unfused cell: float tolerance, as on CUDA.
     if cls is torch.nn.LSTM:  # Note [LSTM layers]: the CPU's oneDNN layers, bitwise
         assert same(loss_d, loss) and same(xd.grad, x.grad)
-        assert all(same(pd.grad, p.grad) for p, pd in zip(model.parameters(), on_device.parameters()))
+        assert all(same(pd.grad, p.grad) for p, pd in zip(model.parameters(), on_device.parameters(), strict=True))
         return
     torch.testing.assert_close(loss_d.cpu(), loss)
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
-    for (name, p), pd in zip(model.named_parameters(), on_device.parameters()):
+    for (name, p), pd in zip(model.named_parameters(), on_device.parameters(), strict=True):
         torch.testing.assert_close(pd.grad.cpu(), p.grad, msg=name)
 
 
@@ -592,7 +594,7 @@ def test_layer_norm_runs_the_cpu_kernels_into_device_memory(dtype, param_dtype):
         got = torch.ops.aten.native_layer_norm(xd, [4, 6], wd, bd, 1e-5)
         got[0].backward(grad.to("openreg"))
     assert paths["async"] == 0 and paths["sync"] == 0 and paths["copying"] == 0
-    assert all(same(a, e) and a.stride() == e.stride() for a, e in zip(got, expected))
+    assert all(same(a, e) and a.stride() == e.stride() for a, e in zip(got, expected, strict=True))
     assert same(xd.grad, x.grad) and same(wd.grad, w.grad) and same(bd.grad, b.grad)
 
 
@@ -654,7 +656,8 @@ def test_a_regrown_output_does_not_warn_about_a_resize_the_caller_did_not_make()
         import torch, torch_openreg, torch.nn.functional as F
         x, y = torch.rand(4, 5, device="openreg"), torch.rand(4, 5, device="openreg")
         for reduction in ("sum", "mean"):
-            assert torch.equal(F.mse_loss(x, y, reduction=reduction).cpu(), F.mse_loss(x.cpu(), y.cpu(), reduction=reduction))
+            assert torch.equal(F.mse_loss(x, y, reduction=reduction).cpu(),
+                               F.mse_loss(x.cpu(), y.cpu(), reduction=reduction))
         torch.openreg.synchronize()
         print("ok")
     """)
@@ -673,7 +676,8 @@ def test_a_meta_kernel_that_needs_data_hands_the_call_to_the_cpu_kernel():
 def test_factories_without_tensor_arguments_run_on_the_engine():
     # The Meta call of a factory asked for device="openreg" once came back to the engine without
     # end (a stack overflow, found by the OpInfo sweep).
-    for fn in (lambda dev: torch.tril_indices(4, 3, 1, device=dev), lambda dev: torch.triu_indices(4, 5, -1, device=dev),
+    for fn in (lambda dev: torch.tril_indices(4, 3, 1, device=dev),
+               lambda dev: torch.triu_indices(4, 5, -1, device=dev),
                lambda dev: torch.arange(2, 11, 3, device=dev), lambda dev: torch.linspace(0, 1, 9, device=dev)):
         got = fn("openreg")
         assert got.device.type == "openreg" and same(got, fn("cpu"))
@@ -685,7 +689,7 @@ def test_out_arguments_resized_on_the_synchronizing_path():
         a, b = torch.randn(5, 3, dtype=dtype, generator=g), torch.randn(5, 2, dtype=dtype, generator=g)
         expected = torch.linalg.lstsq(a, b)
         got = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
-        for x, y in zip(got, expected):
+        for x, y in zip(got, expected, strict=True):
             # LAPACK's least squares can round the last bit differently from run to run of the
             # same inputs at other addresses: shapes and dtypes exactly, values to tolerance.
             assert x.shape == y.shape and x.dtype == y.dtype and x.device.type == "openreg"
@@ -717,7 +721,7 @@ def test_dropout_draws_from_the_openreg_generator_in_program_order():
     torch.random.default_generator.manual_seed(1)
     openreg._sleep(30)  # the draws are queued behind this
     got = [F.dropout(x.to("openreg"), p) for p in (0.3, 0.0, 1.0)]
-    assert all(same(a, b) for a, b in zip(got, expected))
+    assert all(same(a, b) for a, b in zip(got, expected, strict=True))
     assert same(F.dropout(x.to("openreg"), 0.3, training=False), x)
     # Attention with dropout draws through native_dropout too: reproducible for a seed.
     q = torch.randn(2, 2, 8, 4, generator=g).to("openreg")
@@ -738,7 +742,7 @@ def test_a_gradient_the_kernel_does_not_compute_does_not_shift_the_others():
         out = torch.native_layer_norm(xd, (6,), None, bd, 1e-5)[0]
         return torch.autograd.grad(out, (xd, bd), grad.to(device))
 
-    assert all(same(a, e) for a, e in zip(grads("openreg"), grads("cpu")))
+    assert all(same(a, e) for a, e in zip(grads("openreg"), grads("cpu"), strict=True))
 
 
 # Note [Batch norm statistics]
@@ -755,23 +759,24 @@ def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, param_dty
         if op == "with_update":  # always training
             call = lambda *a: torch.ops.aten._batch_norm_with_update(*a, 0.1, 1e-5)  # noqa: E731
         elif op == "no_stats":
-            call = lambda x, w, b, *_: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, training, 0.1, 1e-5)  # noqa: E731
+            call = lambda x, w, b, *_: torch.ops.aten._native_batch_norm_legit.no_stats(  # noqa: E731
+                x, w, b, training, 0.1, 1e-5)
             if not training:  # the CPU kernel segfaults here (torch 2.13.0); openreg refuses the call
-                with pytest.raises(RuntimeError, match="evaluation mode .* running_mean and running_var"):
+                with pytest.raises(RuntimeError, match=r"evaluation mode .* running_mean and running_var"):
                     call(*to_device((x, w, b)))
                 continue
         else:
             call = lambda *a, op=op: op(*a, training, 0.1, 1e-5)  # noqa: E731
         expected = call(x, w, b, *stats)
         got = call(*to_device((x, w, b)), *stats_d)
-        assert all(same(a, e) for a, e in zip(got, expected)) and same(stats_d, stats), op
+        assert all(same(a, e) for a, e in zip(got, expected, strict=True)) and same(stats_d, stats), op
     # nn.BatchNorm in training, backward included (the CPU backward refuses statistics of the
     # wrong dtype).
     xc, xd = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
     F.batch_norm(xc, None, None, w, b, training=True).float().sum().backward()
     F.batch_norm(xd, None, None, *to_device((w, b)), training=True).float().sum().backward()
     assert same(xd.grad, xc.grad)
-    with pytest.raises(RuntimeError, match="evaluation mode .* running_mean and running_var"):
+    with pytest.raises(RuntimeError, match=r"evaluation mode .* running_mean and running_var"):
         torch.ops.aten.native_batch_norm(*to_device((x, w, b)), None, None, False, 0.1, 1e-5)
     if param_dtype is None or param_dtype != dtype:
         return
@@ -780,7 +785,8 @@ def test_batch_norm_statistics_match_the_cpu_in_shape_and_dtype(dtype, param_dty
     F.layer_norm(xc, (4,), w.repeat(2), b.repeat(2)).float().sum().backward()
     F.layer_norm(xd, (4,), *to_device((w.repeat(2), b.repeat(2)))).float().sum().backward()
     assert same(xd.grad, xc.grad)
-    assert same(torch.native_layer_norm(x.to("openreg"), (4,), None, None, 1e-5), torch.native_layer_norm(x, (4,), None, None, 1e-5))
+    assert same(torch.native_layer_norm(x.to("openreg"), (4,), None, None, 1e-5),
+                torch.native_layer_norm(x, (4,), None, None, 1e-5))
 
 
 # name: (arguments from a float tensor, the call, the operator it reaches, the quantized dtype)

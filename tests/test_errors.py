@@ -95,7 +95,7 @@ def test_values_computed_from_a_failed_result_raise_the_original_error():
         "synchronizing op": lambda: torch.nonzero(derived),
         "numpy": lambda: derived.cpu().numpy(),
     }
-    for name, read in reads.items():
+    for read in reads.values():
         with pytest.raises(IndexError) as info:
             read()
         assert_original_error(info)
@@ -253,7 +253,7 @@ def test_grad_scaler_kernels_run_under_inference_mode():
             torch._amp_foreach_non_finite_check_and_unscale_(g, inf, torch.full((1,), 0.5, device=device))
             found[device] = (inf.cpu(), [t.cpu() for t in g])
     assert torch.equal(found["cpu"][0], found["openreg"][0])
-    assert all(torch.equal(a, b) for a, b in zip(found["cpu"][1], found["openreg"][1]))
+    assert all(torch.equal(a, b) for a, b in zip(found["cpu"][1], found["openreg"][1], strict=True))
 
 
 # --- host memory behind a stalled stream --------------------------------------------------------

@@ -103,7 +103,7 @@ def test_empty_cache_returns_segments_to_the_device():
 
 
 def test_out_of_memory_is_a_clear_error_and_the_device_keeps_working():
-    free, total = openreg.mem_get_info()
+    _, total = openreg.mem_get_info()
     ooms = openreg.memory_stats()["num_ooms"]
     keep = torch.ones(10, device="openreg")
     with pytest.raises(torch.OutOfMemoryError) as info:
@@ -165,7 +165,8 @@ def test_requests_that_fit_a_small_device_never_fail_for_segment_rounding():
         sizes = [4 * MiB, 3 * MiB, 2 * MiB + 4096, 1536 * 1024, 5 * MiB, 300 * 1024, 64 * 1024, 4096]
         tensors = [torch.full((n // 4,), float(i), device="openreg") for i, n in enumerate(sizes)]
         print(sum(sizes) > 15.8 * MiB, o.memory_allocated() == sum(sizes))
-        print(all(torch.equal(t.cpu(), torch.full((n // 4,), float(i))) for i, (t, n) in enumerate(zip(tensors, sizes))))
+        print(all(torch.equal(t.cpu(), torch.full((n // 4,), float(i)))
+                  for i, (t, n) in enumerate(zip(tensors, sizes, strict=True))))
         try:
             torch.empty(MiB, dtype=torch.uint8, device="openreg")
         except torch.OutOfMemoryError as e:

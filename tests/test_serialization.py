@@ -63,7 +63,7 @@ def test_views_saved_together_reload_sharing_one_storage(weights_only):
     loaded = round_trip(dev, weights_only=weights_only)
     storages = {t.untyped_storage().data_ptr() for t in loaded}
     assert len(storages) == 1 and all(t.is_openreg for t in loaded)
-    for got, want in zip(loaded, cpu):
+    for got, want in zip(loaded, cpu, strict=True):
         assert got.shape == want.shape
         assert got.stride() == want.stride()
         assert got.storage_offset() == want.storage_offset()
@@ -71,7 +71,7 @@ def test_views_saved_together_reload_sharing_one_storage(weights_only):
     # The sharing is real: a write through the base shows in every view, as on the CPU.
     loaded[0].mul_(-1)
     cpu[0].mul_(-1)
-    for got, want in zip(loaded, cpu):
+    for got, want in zip(loaded, cpu, strict=True):
         assert torch.equal(got.cpu(), want)
 
 

@@ -161,7 +161,7 @@ def test_module_move_keeps_parameter_objects_so_an_earlier_optimizer_trains_like
             optimizer.step()
         return [p.detach().cpu() for p in model.parameters()]
 
-    for got, want in zip(train("openreg"), train("cpu")):
+    for got, want in zip(train("openreg"), train("cpu"), strict=True):
         assert torch.equal(got, want)
 
 

@@ -102,7 +102,7 @@ class Worker:
     """A worker subprocess, its unread output, and the request it is serving."""
 
     def __init__(self, threads: int) -> None:
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  lives as long as the Worker: stop() reads it
         self.process = subprocess.Popen(
             [sys.executable, str(WORKER), "--threads", str(threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
@@ -185,7 +185,7 @@ def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None)
                 if remaining:
                     queue.appendleft((op, remaining, False))
             else:
-                queue.appendleft((op, [list(unit[1:])] + remaining, True))
+                queue.appendleft((op, [list(unit[1:]), *remaining], True))
         if queue or any(w.job for w in workers):
             start_worker()
 
@@ -223,11 +223,11 @@ def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None)
                         log(f"[{done}/{len(plan)}] {worker.job[0]}")
                     worker.job, worker.unit = None, None
         now = time.monotonic()
-        for worker in list(workers):
+        for worker in workers.copy():  # lose() removes a worker from the list
             limit = max(timeout, 120.0) if not worker.ready else timeout
             if now - worker.last_event > limit:
                 lose(worker, f"timeout: no progress for {limit:.0f} s")
-        for worker in workers:
+        for worker in workers.copy():  # lose() removes a worker from the list
             if worker.ready and worker.job is None and queue:
                 worker.send(*queue.popleft())
     for worker in workers:

@@ -287,8 +287,9 @@ def worker_main(threads: int) -> None:
 
     warnings.simplefilter("ignore")
     import torch
-    import torch_openreg  # noqa: F401  (explicit: works with autoload disabled too)
     from torch.testing._internal.common_methods_invocations import op_db
+
+    import torch_openreg  # noqa: F401  (explicit: works with autoload disabled too)
 
     torch.set_num_threads(threads)
     ops = {op.full_name: op for op in op_db}

@@ -26,8 +26,8 @@ if (
         "pip install --no-build-isolation --force-reinstall <path to openreg>."
     )
 
-from . import _C  # noqa: E402  loads libtorch_openreg: guard and hooks register themselves
-from . import openreg  # noqa: E402
+# _C loads libtorch_openreg, whose guard and hooks register themselves.
+from . import _C, openreg  # noqa: F401
 
 _BACKEND_NAME = "openreg"
 

@@ -7,17 +7,16 @@ the devices, so calling them before `fork` is safe. The first use of a device in
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
 import torch
 
 from .. import _C
-from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401
-from .ledger import *  # noqa: F401,F403  (listed in ledger.__all__)
-from .memory import *  # noqa: F401,F403  (listed in memory.__all__)
-from .random import *  # noqa: F401,F403  (listed in random.__all__)
+from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from .ledger import *  # noqa: F403  (listed in ledger.__all__)
+from .memory import *  # noqa: F403  (listed in memory.__all__)
+from .random import *  # noqa: F403  (listed in random.__all__)
 from .streams import (
     Event,
     Stream,
@@ -176,4 +175,7 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
-] + _ledger.__all__ + _memory.__all__ + _random.__all__
+    *_ledger.__all__,
+    *_memory.__all__,
+    *_random.__all__,
+]

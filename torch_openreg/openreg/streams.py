@@ -20,7 +20,7 @@ def _device_index(device: Any) -> int:
     return _index(device)
 
 
-def _wrap(triple: tuple[int, int, int]) -> "Stream":
+def _wrap(triple: tuple[int, int, int]) -> Stream:
     stream_id, device_index, device_type = triple
     return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
 
@@ -32,7 +32,7 @@ class Stream(torch.Stream):
     before priority 0. `with stream:` makes it current.
     """
 
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
         if "stream_id" in kwargs:  # wrapping an existing stream
             return super().__new__(cls, **kwargs)
         from . import _lazy_init
