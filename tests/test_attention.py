@@ -77,10 +77,10 @@ def test_choice_honours_sdpa_kernel():
     with sdpa_kernel(SDPBackend.OVERRIDEABLE):
         assert torch._fused_sdp_choice(q, q, q) == SDPBackend.OVERRIDEABLE.value
         # Dropout cannot take the CPU's flash kernel, and math is disabled: a clear error.
-        with pytest.raises(RuntimeError, match="openreg: .*OVERRIDEABLE cannot serve them: dropout_p"):
+        with pytest.raises(RuntimeError, match=r"openreg: .*OVERRIDEABLE cannot serve them: dropout_p"):
             F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # not an openreg backend
-        with pytest.raises(RuntimeError, match="openreg: .*enable one of them"):
+        with pytest.raises(RuntimeError, match=r"openreg: .*enable one of them"):
             F.scaled_dot_product_attention(q, q, q)
 
 
@@ -205,13 +205,14 @@ def test_attention_dropout_draws_from_the_openreg_generator_and_equals_cpu_math(
 
 def test_bad_calls_raise_clear_errors():
     q = dev(randn(2, 4, 8, 16))
-    with pytest.raises(RuntimeError, match="openreg: _scaled_dot_product_fused_attention_overrideable: dropout_p"):
+    with pytest.raises(RuntimeError, match=r"openreg: _scaled_dot_product_fused_attention_overrideable: dropout_p"):
         aten._scaled_dot_product_fused_attention_overrideable(q, q, q, dropout_p=0.1)
-    with pytest.raises(RuntimeError, match="openreg: .*the key is on cpu"):
+    with pytest.raises(RuntimeError, match=r"openreg: .*the key is on cpu"):
         aten._scaled_dot_product_fused_attention_overrideable(q, q.cpu(), q)
-    with pytest.raises(RuntimeError, match="openreg: .*attn_bias must be float32 or the query's dtype"):
-        aten._scaled_dot_product_fused_attention_overrideable(q, q, q, torch.ones(8, 8, dtype=torch.int64, device="openreg"))
-    with pytest.raises(RuntimeError, match="openreg: .*one number of heads dividing"):
+    mask = torch.ones(8, 8, dtype=torch.int64, device="openreg")
+    with pytest.raises(RuntimeError, match=r"openreg: .*attn_bias must be float32 or the query's dtype"):
+        aten._scaled_dot_product_fused_attention_overrideable(q, q, q, mask)
+    with pytest.raises(RuntimeError, match=r"openreg: .*one number of heads dividing"):
         aten._scaled_dot_product_fused_attention_overrideable(q, q[:, :3], q[:, :3])
 
 
@@ -245,4 +246,4 @@ def test_transformer_training_losses_equal_cpu_bitwise():
     ran = {e.name for e in prof.events()}
     assert {"aten::_scaled_dot_product_fused_attention_overrideable",
             "aten::_scaled_dot_product_fused_attention_overrideable_backward"} <= ran
-    assert all(same(a, b) for a, b in zip(got, expected)), (got, expected)
+    assert all(same(a, b) for a, b in zip(got, expected, strict=True)), (got, expected)
