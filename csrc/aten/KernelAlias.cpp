@@ -20,8 +20,9 @@ namespace {
 // the data pointer is made without a heap allocation. A regrowable alias has resizable storage with
 // the CPU allocator: an engine kernel that grows an output on its way (mse_loss.out computes
 // elementwise into its result before reducing into it) gets host memory instead of failing, and
-// the engine's task copies the final values back (Note [Regrown outputs] in engine/OutputRepair.cpp).
-// Native kernels and host aliases have no such copy back, so their aliases fail to grow instead.
+// the engine's task copies the final values back (Note [Regrown outputs] in
+// engine/OutputRepair.cpp). Native kernels and host aliases have no such copy back, so their
+// aliases fail to grow instead.
 enum class Regrowth : bool { Refused, Allowed };
 
 at::Tensor makeAlias(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
