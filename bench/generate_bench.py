@@ -82,44 +82,65 @@ class OpCounter(TorchDispatchMode):
 
 
 def thread_stats() -> dict[int, dict[str, Any]]:
-    """Per thread of this process: name, CPU ticks (user+system), context switches, last core."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """Per thread of this process: a label, CPU time (the scheduler's exact sum, in seconds), context
+    switches, migrations between cores and the core it last ran on. Linux copies a thread's name to
+    the threads it creates, so OpenMP's threads carry the name of the thread whose team they serve:
+    the label adds the creation rank among threads of that name (`openreg0w0#1` is the worker's
+    OpenMP thread), and the main thread is `host`."""
     stats = {}
     for task in pathlib.Path("/proc/self/task").iterdir():
         try:
             stat = (task / "stat").read_text()
-            status = (task / "status").read_text()
+            sched = dict(line.split(":", 1) for line in (task / "sched").read_text().splitlines() if ":" in line)
         except FileNotFoundError:  # the thread ended in between
             continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        switches = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
-                    if line.endswith(tuple("0123456789")) and "ctxt_switches" in line}
-        stats[int(task.name)] = {"name": comm, "cpu_s": (int(fields[11]) + int(fields[12])) / ticks,
-                                 "voluntary": switches.get("voluntary_ctxt_switches", 0),
-                                 "involuntary": switches.get("nonvoluntary_ctxt_switches", 0),
-                                 "core": int(fields[36])}
+        sched = {key.strip(): value.strip() for key, value in sched.items()}
+        stats[int(task.name)] = {"name": stat[stat.index("(") + 1:stat.rindex(")")],
+                                 "cpu_s": float(sched["se.sum_exec_runtime"]) / 1e3,
+                                 "voluntary": int(sched["nr_voluntary_switches"]),
+                                 "involuntary": int(sched["nr_involuntary_switches"]),
+                                 "migrations": int(sched["se.nr_migrations"]),
+                                 "core": int(stat[stat.rindex(")") + 2:].split()[36])}
+    ranks: collections.Counter[str] = collections.Counter()
+    for tid in sorted(stats):
+        name = stats[tid]["name"]
+        stats[tid]["name"] = "host" if tid == os.getpid() else f"{name}#{ranks[name]}"
+        ranks[name] += 1
     return stats
 
 
 def thread_delta(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for tid, a in after.items():
-        b = before.get(tid, {"cpu_s": 0.0, "voluntary": 0, "involuntary": 0})
+        b = before.get(tid, {"cpu_s": 0.0, "voluntary": 0, "involuntary": 0, "migrations": 0})
         rows.append({"tid": tid, "name": a["name"], "core": a["core"],
-                     "cpu_s": round(a["cpu_s"] - b["cpu_s"], 3),
+                     "cpu_s": a["cpu_s"] - b["cpu_s"],
                      "voluntary": a["voluntary"] - b["voluntary"],
-                     "involuntary": a["involuntary"] - b["involuntary"], "new": tid not in before})
+                     "involuntary": a["involuntary"] - b["involuntary"],
+                     "migrations": a["migrations"] - b["migrations"], "new": tid not in before})
     return sorted(rows, key=lambda r: -r["cpu_s"])
 
 
-def child(repeats: int) -> dict[str, Any]:
+def pin(mode: str) -> dict[str, list[int]]:
+    """Pins the host thread to core 0 and the stream worker to core 0 ("same") or 1 ("split"),
+    leaving OpenMP's threads free: whether sharing a core is what makes a process slow."""
+    placed = {}
+    for tid, t in thread_stats().items():
+        if t["name"] in ("host", "openreg0w0#0"):
+            cores = {0} if t["name"] == "host" or mode == "same" else {1}
+            os.sched_setaffinity(tid, cores)
+            placed[t["name"]] = sorted(cores)
+    return placed
+
+
+def child(repeats: int, pin_mode: str | None) -> dict[str, Any]:
     torch.openreg.init()
     cpu_model, cpu_prompt = build("cpu")
     dev_model, dev_prompt = build("openreg")
     cpu_tokens = generate(cpu_model, cpu_prompt)  # the first call of each pays one-time costs
     dev_tokens = generate(dev_model, dev_prompt)
-    result: dict[str, Any] = {"equal_to_cpu": torch.equal(cpu_tokens, dev_tokens.cpu()),
+    placed = pin(pin_mode) if pin_mode else {}
+    result: dict[str, Any] = {"pinned": placed, "equal_to_cpu": torch.equal(cpu_tokens, dev_tokens.cpu()),
                               "pid": os.getpid(), "affinity": sorted(os.sched_getaffinity(0)),
                               "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     with torch.openreg.count_paths() as paths:
@@ -135,16 +156,19 @@ def child(repeats: int) -> dict[str, Any]:
             generate(model, prompt)
             samples[device].append(time.perf_counter() - start)
             for row in thread_delta(before, thread_stats()):
-                total = spent[device].setdefault(row["tid"], {**row, "cpu_s": 0.0, "voluntary": 0, "involuntary": 0})
-                for key in ("cpu_s", "voluntary", "involuntary"):
+                total = spent[device].setdefault(row["tid"], {**row, "cpu_s": 0.0, "voluntary": 0, "involuntary": 0,
+                                                                     "migrations": 0})
+                for key in ("cpu_s", "voluntary", "involuntary", "migrations"):
                     total[key] += row[key]
                 total["core"] = row["core"]
     for device in samples:
         result[f"{device}_ms"] = statistics.median(samples[device]) * 1e3
         result[f"{device}_ms_all"] = [round(s * 1e3, 2) for s in samples[device]]
-        result[f"threads_{device}"] = sorted(({**r, "cpu_s": round(r["cpu_s"] / repeats * 1e3, 2)}
-                                              for r in spent[device].values() if r["cpu_s"] or r["involuntary"]),
-                                             key=lambda r: -r["cpu_s"])  # cpu_s: ms per generate
+        per_generate = ({**r, "cpu_ms": round(r.pop("cpu_s") / repeats * 1e3, 2),
+                         "voluntary": r["voluntary"] / repeats, "involuntary": r["involuntary"] / repeats,
+                         "migrations": r["migrations"] / repeats} for r in spent[device].values())
+        result[f"threads_{device}"] = sorted((r for r in per_generate if r["cpu_ms"] >= 0.5),
+                                             key=lambda r: -r["cpu_ms"])
     result["ratio"] = result["openreg_ms"] / result["cpu_ms"]
 
     counter = OpCounter()
@@ -162,15 +186,16 @@ def parent(args: argparse.Namespace) -> dict[str, Any]:
     for item in args.env:
         name, _, value = item.partition("=")
         env[name] = value
-    shown = " ".join(args.env) or "defaults"
+    shown = " ".join(args.env + ([f"pin={args.pin}"] if args.pin else [])) or "defaults"
     print(f"generate_bench: LlamaForCausalLM (2 layers, 256 wide, 8 query / 2 key-value heads), prompt {PROMPT}, "
           f"greedy, {NEW_TOKENS} new tokens; {args.runs} processes, median of {args.repeats} calls each; "
           f"environment: {shown}")
     print(f"{'run':>4}{'CPU ms':>9}{'openreg ms':>12}{'ratio':>7}  {'=CPU':<5}{'waits/gen':>10}{'meta/gen':>9}  "
-          f"threads on openreg: name ms-per-generate/involuntary-switches@core")
+          f"threads on openreg, per generate: CPU ms/involuntary switches/migrations")
     runs = []
     for i in range(args.runs):
-        proc = subprocess.run([sys.executable, __file__, "--child", "--repeats", str(args.repeats)], env=env,
+        proc = subprocess.run([sys.executable, __file__, "--child", "--repeats", str(args.repeats)]
+                              + (["--pin", args.pin] if args.pin else []), env=env,
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{i + 1:>4}  FAILED: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
@@ -178,7 +203,7 @@ def parent(args: argparse.Namespace) -> dict[str, Any]:
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         runs.append(r)
         waits = sum(r["waits_per_generate"].values()) + r["copies_to_cpu_per_generate"]
-        busy = " ".join(f"{t['name']}:{t['cpu_s']:.0f}/{t['involuntary']}@{t['core']}"
+        busy = " ".join(f"{t['name']} {t['cpu_ms']:.0f}/{t['involuntary']:.0f}/{t['migrations']:.0f}"
                         for t in r["threads_openreg"][:4])
         print(f"{i + 1:>4}{r['cpu_ms']:>9.1f}{r['openreg_ms']:>12.1f}{r['ratio']:>7.2f}  "
               f"{'yes' if r['equal_to_cpu'] else 'NO':<5}{waits:>10}{r['ledger_per_generate'].get('meta_calls', 0):>9}  "
@@ -200,11 +225,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed generate calls per device and process")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="set in the children's environment (OPENREG_WORKER_SPIN_US=0, OMP_NUM_THREADS=1, ...)")
+    parser.add_argument("--pin", choices=("same", "split"),
+                        help="host on core 0, stream worker on core 0 (same) or 1 (split)")
     parser.add_argument("--json", dest="json_path", help="write every run's record here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.repeats)))
+        print(json.dumps(child(args.repeats, args.pin)))
         return
     document = parent(args)
     if args.json_path:
