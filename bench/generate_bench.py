@@ -18,6 +18,7 @@ Per run it also records what could explain a slow process:
   the stream worker `openreg0w0`, OpenMP's threads the rest.
 
     generate_bench.py [--runs 14] [--repeats 5] [--env NAME=VALUE ...] [--json PATH]
+    generate_bench.py --placements [--runs N]   worker on the host's core / the other / free, per process
     generate_bench.py --child          one run in this process, JSON on the last line
 """
 
@@ -133,6 +134,31 @@ def pin(mode: str) -> dict[str, list[int]]:
     return placed
 
 
+def placements(repeats: int) -> dict[str, Any]:
+    """In one process, generate calls alternate between the CPU and openreg with the stream worker
+    on the host's core, on the other core, and free (OpenMP's threads stay free): the effect of the
+    placement alone, with the machine's load drifting alike over all four."""
+    torch.openreg.init()
+    cpu = build("cpu")
+    dev = build("openreg")
+    generate(*cpu), generate(*dev)
+    tids = {t["name"]: tid for tid, t in thread_stats().items()}
+    host, worker = tids["host"], tids["openreg0w0#0"]
+    everywhere = sorted(os.sched_getaffinity(0))
+    modes = {"cpu": None, "openreg, worker on the host's core": ({0}, {0}),
+             "openreg, worker on the other core": ({0}, {1}), "openreg, both free": (everywhere, everywhere)}
+    samples: dict[str, list[float]] = {mode: [] for mode in modes}
+    for _ in range(repeats):
+        for mode, cores in modes.items():
+            os.sched_setaffinity(host, {0} if cores is None else cores[0])
+            if cores is not None:
+                os.sched_setaffinity(worker, cores[1])
+            start = time.perf_counter()
+            generate(*(cpu if cores is None else dev))
+            samples[mode].append(time.perf_counter() - start)
+    return {mode: statistics.median(times) * 1e3 for mode, times in samples.items()}
+
+
 def child(repeats: int, pin_mode: str | None) -> dict[str, Any]:
     torch.openreg.init()
     cpu_model, cpu_prompt = build("cpu")
@@ -149,13 +175,18 @@ def child(repeats: int, pin_mode: str | None) -> dict[str, Any]:
 
     samples: dict[str, list[float]] = {"cpu": [], "openreg": []}
     spent: dict[str, dict[int, dict[str, Any]]] = {"cpu": {}, "openreg": {}}
+    cores: list[tuple[int | None, int | None]] = []
     for _ in range(repeats):
         for device, model, prompt in (("cpu", cpu_model, cpu_prompt), ("openreg", dev_model, dev_prompt)):
             before = thread_stats()
             start = time.perf_counter()
             generate(model, prompt)
             samples[device].append(time.perf_counter() - start)
-            for row in thread_delta(before, thread_stats()):
+            after = thread_stats()
+            if device == "openreg":  # the cores the host and the worker were last on, after each call
+                last = {t["name"]: t["core"] for t in after.values()}
+                cores.append((last.get("host"), last.get("openreg0w0#0")))
+            for row in thread_delta(before, after):
                 total = spent[device].setdefault(row["tid"], {**row, "cpu_s": 0.0, "voluntary": 0, "involuntary": 0,
                                                                      "migrations": 0})
                 for key in ("cpu_s", "voluntary", "involuntary", "migrations"):
@@ -170,6 +201,8 @@ def child(repeats: int, pin_mode: str | None) -> dict[str, Any]:
         result[f"threads_{device}"] = sorted((r for r in per_generate if r["cpu_ms"] >= 0.5),
                                              key=lambda r: -r["cpu_ms"])
     result["ratio"] = result["openreg_ms"] / result["cpu_ms"]
+    result["host_worker_cores"] = cores
+    result["same_core"] = sum(h == w for h, w in cores)
 
     counter = OpCounter()
     with counter:
@@ -190,7 +223,7 @@ def parent(args: argparse.Namespace) -> dict[str, Any]:
     print(f"generate_bench: LlamaForCausalLM (2 layers, 256 wide, 8 query / 2 key-value heads), prompt {PROMPT}, "
           f"greedy, {NEW_TOKENS} new tokens; {args.runs} processes, median of {args.repeats} calls each; "
           f"environment: {shown}")
-    print(f"{'run':>4}{'CPU ms':>9}{'openreg ms':>12}{'ratio':>7}  {'=CPU':<5}{'waits/gen':>10}{'meta/gen':>9}  "
+    print(f"{'run':>4}{'CPU ms':>9}{'openreg ms':>12}{'ratio':>7}  {'=CPU':<5}{'waits/gen':>10}{'meta/gen':>9}{'same core':>10}  "
           f"threads on openreg, per generate: CPU ms/involuntary switches/migrations")
     runs = []
     for i in range(args.runs):
@@ -206,7 +239,8 @@ def parent(args: argparse.Namespace) -> dict[str, Any]:
         busy = " ".join(f"{t['name']} {t['cpu_ms']:.0f}/{t['involuntary']:.0f}/{t['migrations']:.0f}"
                         for t in r["threads_openreg"][:4])
         print(f"{i + 1:>4}{r['cpu_ms']:>9.1f}{r['openreg_ms']:>12.1f}{r['ratio']:>7.2f}  "
-              f"{'yes' if r['equal_to_cpu'] else 'NO':<5}{waits:>10}{r['ledger_per_generate'].get('meta_calls', 0):>9}  "
+              f"{'yes' if r['equal_to_cpu'] else 'NO':<5}{waits:>10}{r['ledger_per_generate'].get('meta_calls', 0):>9}"
+              f"{r['same_core']:>8}/{len(r['host_worker_cores'])}  "
               f"{busy}", flush=True)
     if runs:
         ratios = sorted(r["ratio"] for r in runs)
@@ -227,9 +261,25 @@ def main() -> None:
                         help="set in the children's environment (OPENREG_WORKER_SPIN_US=0, OMP_NUM_THREADS=1, ...)")
     parser.add_argument("--pin", choices=("same", "split"),
                         help="host on core 0, stream worker on core 0 (same) or 1 (split)")
+    parser.add_argument("--placements", action="store_true",
+                        help="per process, alternate the worker on the host's core, on the other, and free")
+    parser.add_argument("--placements-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", dest="json_path", help="write every run's record here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.placements:
+        env = {**os.environ, **dict(item.partition("=")[::2] for item in args.env)}
+        for run in range(args.runs):
+            proc = subprocess.run([sys.executable, __file__, "--placements-child", "--repeats", str(args.repeats)],
+                                  env=env, capture_output=True, text=True, check=True)
+            medians = json.loads(proc.stdout.strip().splitlines()[-1])
+            cpu = medians.pop("cpu")
+            print(f"run {run + 1}: CPU {cpu:.1f} ms; " + "; ".join(f"{mode} {ms:.1f} ms ({ms / cpu:.2f})"
+                                                              for mode, ms in medians.items()), flush=True)
+        return
+    if args.placements_child:
+        print(json.dumps(placements(args.repeats)))
+        return
     if args.child:
         print(json.dumps(child(args.repeats, args.pin)))
         return
