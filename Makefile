@@ -98,7 +98,14 @@ conformance: build
 tour: build
 	build/release/runtime/runtime_tour
 
+# The bench's own Python packages (requirements-bench.txt: transformers, for bench/hf_models.py),
+# not needed by `make test`. constraints.txt pins torch, so pip fails rather than upgrade it.
+.venv/.bench-requirements-installed: requirements-bench.txt constraints.txt
+	$(PYTHON) -m pip install -q --disable-pip-version-check -c constraints.txt -r requirements-bench.txt
+	touch $@
+
 bench: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
 	@mkdir -p bench/results
 	build/release/bench/runtime_bench bench/results/runtime.json
 	build/release/bench/allocator_bench bench/results/allocator.json

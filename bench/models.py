@@ -152,3 +152,10 @@ TRAINING_CASES = [
     TrainingCase("nn.LSTM step (2x128, seq 32, batch 32, Adam)", _lstm_case(LSTMClassifier)),
     TrainingCase("LSTM step, cells unrolled (same sizes)", _lstm_case(UnrolledLSTMClassifier)),
 ]
+
+
+# Training steps of real `transformers` models (GPT-2, BERT, Llama), built from configs: see
+# hf_models.py. Without `transformers` installed they are listed and skipped with that reason.
+from hf_models import CASES as _HF_CASES  # noqa: E402
+
+TRAINING_CASES += [TrainingCase(name, build) for name, build in _HF_CASES]
