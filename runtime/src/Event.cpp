@@ -1,26 +1,27 @@
 #include "Event.h"
 
 #include <chrono>
-#include <thread>
 
+#include "Spin.h"
 #include "Stream.h"
 
 namespace openreg {
 
-void EventRecord::bind(std::shared_ptr<Stream> stream, std::uint64_t ticket) {
+void EventRecord::bind(std::shared_ptr<Stream> stream) {
   stream_ = std::move(stream);
-  ticket_ = ticket;
 }
 
 bool EventRecord::done() const {
-  return stream_->completedCount() >= ticket_;
+  const std::uint64_t ticket = ticket_.load(std::memory_order_acquire);
+  return ticket != 0 && stream_->completedCount() >= ticket;
 }
 
-void EventRecord::stamp(FailureRef failure) {
+void EventRecord::stamp(FailureRef failure, std::uint64_t ticket) {
   failure_ = std::move(failure);
   timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now().time_since_epoch())
                 .count();
+  ticket_.store(ticket, std::memory_order_release);
 }
 
 // [marker: event-record-complete]
@@ -44,12 +45,7 @@ bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
 }
 
 void EventRecord::wait(int spinMicros) {
-  if (done()) return;
-  const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros);
-  while (std::chrono::steady_clock::now() < spinUntil) {
-    if (done()) return;
-    std::this_thread::yield();
-  }
+  if (spinUntil(spinMicros, Backoff::Yield, [this] { return done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return done(); });
 }

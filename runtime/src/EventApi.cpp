@@ -1,6 +1,7 @@
 // Event entry points.
 #include <openreg/runtime.h>
 
+#include "Pool.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -61,7 +62,8 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   // Published only once queued (and so bound to its stream and ticket): a record the event
   // pointed at before that could be waited on by the very stream whose full queue
   // (Note [Bounded queues]) holds back its enqueue, a deadlock, and would have no stream yet.
-  auto record = std::make_shared<EventRecord>();
+  // A record per call: from recycled memory (Note [Recycled launch memory] in Pool.h).
+  auto record = std::allocate_shared<EventRecord>(pool::Allocator<EventRecord>());
   op.record = record;
   stream->enqueue(std::move(op));
   event->publish(std::move(record));
