@@ -139,6 +139,45 @@ void release(void* p) noexcept {
                                                    std::memory_order_relaxed));
 }
 
+void ReleaseBatch::add(void* p) noexcept {
+  Header* h = headerOf(p);
+  if (h->owner == nullptr) {
+    ::operator delete(h);
+    return;
+  }
+  if (h->owner != owner_ || h->sizeClass != sizeClass_ || count_ == 64) flush();
+  owner_ = h->owner;
+  sizeClass_ = h->sizeClass;
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = static_cast<FreeBlock*>(first_);
+  first_ = b;
+  if (last_ == nullptr) last_ = b;
+  ++count_;
+}
+
+void ReleaseBatch::flush() noexcept {
+  if (count_ == 0) return;
+  auto* owner = static_cast<Cache*>(owner_);
+  auto* first = static_cast<FreeBlock*>(first_);
+  auto* last = static_cast<FreeBlock*>(last_);
+  const int c = sizeClass_;
+  if (owner == tCache) {
+    last->next = owner->local[c];
+    owner->local[c] = first;
+    owner->localCount[c] += static_cast<std::size_t>(count_);
+  } else {
+    FreeBlock* top = owner->remote[c].load(std::memory_order_relaxed);
+    do {
+      last->next = top;
+    } while (!owner->remote[c].compare_exchange_weak(top, first, std::memory_order_release,
+                                                     std::memory_order_relaxed));
+  }
+  owner_ = nullptr;
+  sizeClass_ = -1;
+  first_ = last_ = nullptr;
+  count_ = 0;
+}
+
 }  // namespace openreg::pool
 
 namespace openreg::detail {

@@ -24,6 +24,25 @@ void* allocate(std::size_t bytes);
 // Returns memory from allocate(), from any thread.
 void release(void* p) noexcept;
 
+// Releases from one thread, gathered per owner and size class and given back with one atomic
+// operation per batch instead of one per block (a worker frees a queue node per operation).
+class ReleaseBatch {
+ public:
+  ReleaseBatch() = default;
+  ReleaseBatch(const ReleaseBatch&) = delete;
+  ReleaseBatch& operator=(const ReleaseBatch&) = delete;
+  ~ReleaseBatch() { flush(); }
+  void add(void* p) noexcept;
+  void flush() noexcept;
+
+ private:
+  void* owner_ = nullptr;
+  int sizeClass_ = -1;
+  void* first_ = nullptr;
+  void* last_ = nullptr;
+  int count_ = 0;
+};
+
 // For std::allocate_shared: a shared object and its control block in one recycled block.
 template <class T>
 struct Allocator {

@@ -40,9 +40,9 @@ struct Stream::Node {
   static Node* make(StreamOp&& op) {
     return ::new (pool::allocate(sizeof(Node))) Node{{nullptr}, std::move(op)};
   }
-  static void destroy(Node* node) noexcept {
+  static void destroy(Node* node, pool::ReleaseBatch& batch) noexcept {
     node->~Node();
-    pool::release(node);
+    batch.add(node);
   }
 };
 
@@ -61,7 +61,7 @@ Stream::~Stream() {
   // Streams are destroyed drained (Device::streams keeps them until idle); free what is left.
   for (Node* node = head_; node != nullptr;) {
     Node* next = node->next.load(std::memory_order_acquire);
-    Node::destroy(node);
+    Node::destroy(node, freed_);
     node = next;
   }
 }
@@ -106,13 +106,15 @@ Stream::Node* Stream::next() {
     return nullptr;
   }
   // Counted, not yet linked: its producer is between two instructions (or was preempted there).
-  while ((node = head_->next.load(std::memory_order_acquire)) == nullptr) {
-    std::this_thread::yield();
-  }
+  const auto linked = [&] {
+    return (node = head_->next.load(std::memory_order_acquire)) != nullptr;
+  };
+  while (!spinUntil(limits_.spinMicros, Backoff::Pause, linked)) std::this_thread::yield();
   return node;
 }
 
 bool Stream::release() {
+  freed_.flush();  // an idle stream keeps no node from its producers
   active_.store(false, std::memory_order_seq_cst);
   if (submitted_.load(std::memory_order_seq_cst) == completed_.load(std::memory_order_relaxed)) {
     return false;
@@ -175,7 +177,7 @@ void Stream::advanceTo(Node* node) {
   node->op = StreamOp{};  // release the task's captures now, not when the node is reused
   Node* done = head_;
   head_ = node;
-  Node::destroy(done);  // its `next` is linked, so no producer will touch it again
+  Node::destroy(done, freed_);  // its `next` is linked, so no producer will touch it again
 }
 
 bool Stream::awaitMoreWork() {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "Failure.h"
+#include "Pool.h"
 
 namespace openreg {
 
@@ -122,7 +123,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // head_ is the node of the last operation taken (at first a node with no operation); the ones
   // after it are pending.
-  alignas(64) Node* head_;  // owned by the worker running the stream
+  alignas(64) Node* head_;    // owned by the worker running the stream
+  pool::ReleaseBatch freed_;  // owned by the worker running the stream: taken nodes
   std::atomic<std::uint64_t> completed_{0};
   // Host threads sleeping in waitFor register the smallest ticket they wait for in wakeAt_, so
   // the worker signals only when one of them can proceed.
