@@ -10,9 +10,10 @@
 namespace openreg::pool {
 namespace {
 
-constexpr int kClasses = 6;  // 64, 128, 256, 512, 1024, 2048 bytes
-constexpr std::size_t kSmallest = 64;
-constexpr std::size_t kLargest = kSmallest << (kClasses - 1);
+// Classes 64 bytes apart, so that a queue node (about 150 bytes) wastes less than a cache line.
+constexpr std::size_t kStep = 64;
+constexpr int kClasses = 32;  // 64 bytes to 2 KiB
+constexpr std::size_t kLargest = kStep * kClasses;
 // Blocks a cache keeps per class beyond what is in flight; more go back to the system.
 constexpr std::size_t kKeep = 4096;
 
@@ -77,9 +78,7 @@ Cache* threadCache() {
 }
 
 int classOf(std::size_t bytes) {
-  int c = 0;
-  for (std::size_t size = kSmallest; size < bytes; size <<= 1) ++c;
-  return c;
+  return bytes == 0 ? 0 : static_cast<int>((bytes - 1) / kStep);
 }
 
 }  // namespace
@@ -95,18 +94,17 @@ void* allocate(std::size_t bytes) {
   Cache* cache = threadCache();
   FreeBlock* b = cache->local[c];
   if (b == nullptr) {
-    // Take back everything other threads returned, at once.
+    // Take back everything other threads returned, at once. Not counted (that would touch
+    // every block now): localCount only bounds what this thread frees to itself.
     b = cache->remote[c].exchange(nullptr, std::memory_order_acquire);
-    std::size_t n = 0;
-    for (FreeBlock* x = b; x != nullptr; x = x->next) ++n;
-    cache->localCount[c] = n;
+    cache->localCount[c] = 0;
   }
   if (b != nullptr) {
     cache->local[c] = b->next;
-    --cache->localCount[c];
+    if (cache->localCount[c] > 0) --cache->localCount[c];
     return b;
   }
-  auto* h = static_cast<Header*>(::operator new(sizeof(Header) + (kSmallest << c)));
+  auto* h = static_cast<Header*>(::operator new(sizeof(Header) + kStep * (c + 1)));
   h->owner = cache;
   h->sizeClass = c;
   return h + 1;

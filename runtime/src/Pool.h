@@ -5,8 +5,8 @@
 // Every launch allocates on the host thread and frees on a device worker. With malloc that is a
 // cross-thread free each time: glibc's per-thread cache fills on the worker and empties on the
 // host, so both sides end up in the shared arena under its lock. Instead each thread owns a cache
-// of blocks in a few size classes (64 B to 2 KiB). A thread allocates from its own cache without
-// any atomic operation; a block freed by another thread goes back to its owner through a
+// of blocks in size classes 64 bytes apart (up to 2 KiB). A thread allocates from its own cache
+// without any atomic operation; a block freed by another thread goes back to its owner through a
 // lock-free stack per size class (a push with compare-and-swap), which the owner takes whole, with
 // one exchange, when its own list runs dry. Only the owner pops, so the stack has no ABA problem.
 // A thread that exits leaves its cache to the next new thread (blocks in flight still find
