@@ -7,21 +7,20 @@
 
 namespace openreg {
 
-void EventRecord::bind(std::shared_ptr<Stream> stream) {
+void EventRecord::bind(std::shared_ptr<Stream> stream, std::uint64_t ticket) {
   stream_ = std::move(stream);
+  ticket_ = ticket;
 }
 
 bool EventRecord::done() const {
-  const std::uint64_t ticket = ticket_.load(std::memory_order_acquire);
-  return ticket != 0 && stream_->completedCount() >= ticket;
+  return stream_->completedCount() >= ticket_;
 }
 
-void EventRecord::stamp(FailureRef failure, std::uint64_t ticket) {
+void EventRecord::stamp(FailureRef failure) {
   failure_ = std::move(failure);
   timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now().time_since_epoch())
                 .count();
-  ticket_.store(ticket, std::memory_order_release);
 }
 
 // [marker: event-record-complete]

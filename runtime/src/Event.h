@@ -7,10 +7,9 @@
 // Re-recording an event before its previous record completed therefore never confuses the two:
 // a waiter of the old record is released by the old record, not by the new one.
 // A record is complete exactly when its stream has completed the record's ticket (the count of
-// operations in the stream up to and including it; the worker gives it when it reaches the
-// record, see Note [Lock-free stream queue] in Stream.cpp). Defining it by the stream's counter,
-// rather than by a flag of its own, makes the two views agree at every instant: once an event
-// recorded last on a stream has completed, the stream is idle, and the other way round.
+// operations submitted up to and including it). Defining it by the stream's counter, rather than
+// by a flag of its own, makes the two views agree at every instant: once an event recorded last on
+// a stream has completed, the stream is idle, and the other way round.
 #pragma once
 
 #include <openreg/runtime.h>
@@ -30,16 +29,15 @@ class Stream;
 
 class EventRecord {
  public:
-  // Host, before the record is queued: its stream.
-  void bind(std::shared_ptr<Stream> stream);
+  // Host, under the stream's queue lock, before the record is queued: which stream and ticket.
+  void bind(std::shared_ptr<Stream> stream, std::uint64_t ticket);
   bool done() const;
   // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
   std::int64_t timeNs() const { return timeNs_; }
 
-  // Worker, before the stream counts the record as completed: stamps the completion time, the
-  // failure the stream had not reported at that point (Note [Task errors] in Stream.cpp) and the
-  // record's ticket.
-  void stamp(FailureRef failure, std::uint64_t ticket);
+  // Worker, before the stream counts the record as completed: stamps the completion time and the
+  // failure the stream had not reported at that point (Note [Task errors] in Stream.cpp).
+  void stamp(FailureRef failure);
   // Valid once done(): the failure the record carries, or nullptr.
   const FailureRef& failure() const { return failure_; }
   // Worker, after: wakes host waiters and reschedules parked streams.
@@ -50,8 +48,8 @@ class EventRecord {
   void wait(int spinMicros);
 
  private:
-  std::shared_ptr<Stream> stream_;        // set by bind(), before any other thread sees the record
-  std::atomic<std::uint64_t> ticket_{0};  // 0 until stamped
+  std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record
+  std::uint64_t ticket_ = 0;
   std::int64_t timeNs_ = 0;
   FailureRef failure_;  // written by stamp(), before the record completes
   std::mutex mutex_;

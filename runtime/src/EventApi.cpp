@@ -1,7 +1,6 @@
 // Event entry points.
 #include <openreg/runtime.h>
 
-#include "Pool.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -62,8 +61,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   // Published only once queued (and so bound to its stream and ticket): a record the event
   // pointed at before that could be waited on by the very stream whose full queue
   // (Note [Bounded queues]) holds back its enqueue, a deadlock, and would have no stream yet.
-  // A record per call: from recycled memory (Note [Recycled launch memory] in Pool.h).
-  auto record = std::allocate_shared<EventRecord>(pool::Allocator<EventRecord>());
+  auto record = std::make_shared<EventRecord>();
   op.record = record;
   stream->enqueue(std::move(op));
   event->publish(std::move(record));

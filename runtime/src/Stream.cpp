@@ -1,78 +1,25 @@
 #include "Stream.h"
 
-#include <new>
-#include <thread>
-
 #include "Event.h"
 #include "Executor.h"
 #include "Poison.h"
-#include "Pool.h"
 #include "Spin.h"
 
 namespace openreg {
-
-// Note [Lock-free stream queue]
-// A launch is the one call PyTorch makes for every operator, so its cost on the host thread is
-// the floor of the backend's per-operator overhead. The queue therefore takes no lock. It is
-// Vyukov's intrusive multi-producer, single-consumer list: a producer links its node with one
-// atomic exchange of tail_ and a store into the previous node's `next`; the worker running the
-// stream (one at a time, see Note [Stream execution] in Stream.h) follows `next` from head_.
-// Nodes come from the thread's recycled blocks (Note [Recycled launch memory] in Pool.h), so a
-// launch onto a stream that is already active costs two atomic read-modify-writes and no
-// allocation, lock or system call.
-// Order. Producers count an operation in submitted_ before they link it, so a worker that finds
-// no next node while submitted_ is ahead of completed_ knows one is on its way and waits for the
-// link (a producer between two instructions). Operations run and complete in list order, and
-// completed_ counts them; an event record's ticket (its place in the stream, Note [Event
-// records]) is therefore given by the worker when it completes the record, which is when the
-// list order is known. A producer's own ticket, for waitFor, is submitted_ read after its link:
-// everything linked before it, its own operation included, was counted by then.
-// Handing the stream back. The first producer that finds active_ false and sets it schedules the
-// stream. A worker that drains it stores active_ false and then re-reads submitted_; a producer
-// increments submitted_ and then reads active_. Both pairs are sequentially consistent, so at
-// least one side sees the other: either the worker sees the new operation and takes the stream
-// back (if no producer already scheduled it), or the producer sees the stream idle and schedules
-// it. No operation is left behind and no stream is run by two workers.
-struct Stream::Node {
-  std::atomic<Node*> next{nullptr};
-  StreamOp op;
-
-  static Node* make(StreamOp&& op) {
-    return ::new (pool::allocate(sizeof(Node))) Node{{nullptr}, std::move(op)};
-  }
-  static void destroy(Node* node, pool::ReleaseBatch& batch) noexcept {
-    node->~Node();
-    batch.add(node);
-  }
-};
 
 Stream::Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits)
     : device_(device),
       priority_(priority),
       isDefault_(isDefault),
       executor_(executor),
-      limits_(limits),
-      tail_(nullptr),
-      head_(Node::make(StreamOp{})) {
-  tail_.store(head_, std::memory_order_relaxed);
-}
-
-Stream::~Stream() {
-  // Streams are destroyed drained (Device::streams keeps them until idle); free what is left.
-  for (Node* node = head_; node != nullptr;) {
-    Node* next = node->next.load(std::memory_order_acquire);
-    Node::destroy(node, freed_);
-    node = next;
-  }
-}
+      limits_(limits) {}
 
 // Note [Bounded queues]
 // A host that launches faster than the device runs would otherwise queue without limit: 1.2 M
 // operations behind a stalled stream held 2.3 GB of host memory. As a GPU's launch queue does, a
 // stream holds at most OPENREG_QUEUE_DEPTH pending operations; a host thread that would pass it
 // waits for the oldest one to complete. A worker never waits (a task enqueueing on a full stream
-// of its own device would wait for itself). Host threads racing past the check together may
-// exceed the depth by their number, no more.
+// of its own device would wait for itself).
 // [marker: stream-enqueue]
 std::uint64_t Stream::enqueue(StreamOp&& op) {
   const auto depth = static_cast<std::uint64_t>(limits_.queueDepth);
@@ -81,17 +28,19 @@ std::uint64_t Stream::enqueue(StreamOp&& op) {
   const std::uint64_t completed = completed_.load(std::memory_order_acquire);
   const std::uint64_t submitted = submitted_.load(std::memory_order_acquire);
   if (submitted >= completed + depth && !onDeviceWorker()) waitFor(submitted - depth + 1);
-  if (op.kind == StreamOp::Kind::Record) op.record->bind(shared_from_this());
-  Node* node = Node::make(std::move(op));
-  // Counted before linked, and seq_cst: see Note [Lock-free stream queue].
-  submitted_.fetch_add(1, std::memory_order_seq_cst);
-  Node* prev = tail_.exchange(node, std::memory_order_acq_rel);
-  prev->next.store(node, std::memory_order_release);
-  const std::uint64_t ticket = submitted_.load(std::memory_order_acquire);
-  if (!active_.load(std::memory_order_seq_cst) &&
-      !active_.exchange(true, std::memory_order_seq_cst)) {
-    executor_.schedule(shared_from_this());
+  bool wake = false;
+  std::uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    ticket = submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (op.kind == StreamOp::Kind::Record) op.record->bind(shared_from_this(), ticket);
+    pending_.push_back(std::move(op));
+    if (!active_) {
+      active_ = true;
+      wake = true;
+    }
   }
+  if (wake) executor_.schedule(shared_from_this());
   return ticket;
 }
 
@@ -99,85 +48,61 @@ void Stream::resume() {
   executor_.schedule(shared_from_this());
 }
 
-Stream::Node* Stream::next() {
-  Node* node = head_->next.load(std::memory_order_acquire);
-  if (node != nullptr) return node;
-  if (submitted_.load(std::memory_order_acquire) == completed_.load(std::memory_order_relaxed)) {
-    return nullptr;
-  }
-  // Counted, not yet linked: its producer is between two instructions (or was preempted there).
-  const auto linked = [&] {
-    return (node = head_->next.load(std::memory_order_acquire)) != nullptr;
-  };
-  while (!spinUntil(limits_.spinMicros, Backoff::Pause, linked)) std::this_thread::yield();
-  return node;
-}
-
-bool Stream::release() {
-  freed_.flush();  // an idle stream keeps no node from its producers
-  active_.store(false, std::memory_order_seq_cst);
-  if (submitted_.load(std::memory_order_seq_cst) == completed_.load(std::memory_order_relaxed)) {
-    return false;
-  }
-  // Work came in between. Unless its producer saw the stream idle and scheduled it (then another
-  // worker may run it already, and this one must not touch it), keep running.
-  return !active_.exchange(true, std::memory_order_seq_cst);
-}
-
 // [marker: stream-run]
 void Stream::run() {
-  // Other ready streams get the worker once the operations pending at entry (at least one) have
-  // run, and after each later batch.
-  std::uint64_t batchEnd = submitted_.load(std::memory_order_acquire);
-  bool ranOne = false;
-  for (;;) {
-    Node* node = next();
-    if (node == nullptr) {
-      // Stay active for a moment: a host launching in a steady stream then only appends, and
-      // neither side pays for handing the stream back to the executor.
-      if (awaitMoreWork() || release()) continue;
-      return;
-    }
-    if (ranOne && completed_.load(std::memory_order_relaxed) >= batchEnd) {
-      if (executor_.hasReadyStreams()) {
+  for (bool first = true;; first = false) {
+    if (cursor_ == running_.size()) {
+      running_.clear();
+      cursor_ = 0;
+      std::unique_lock<std::mutex> lock(queueMutex_);
+      if (pending_.empty()) {
+        lock.unlock();
+        // Stay active for a moment: a host launching in a steady stream then only appends, and
+        // neither side pays for handing the stream back to the executor.
+        const bool more = awaitMoreWork();
+        lock.lock();
+        if (!more && pending_.empty()) {
+          active_ = false;
+          return;
+        }
+        if (pending_.empty()) continue;
+      }
+      if (!first && executor_.hasReadyStreams()) {
         // Let other ready streams have this worker; the stream stays active and queued.
+        lock.unlock();
         executor_.schedule(shared_from_this());
         return;
       }
-      batchEnd = submitted_.load(std::memory_order_acquire);
+      running_.swap(pending_);
     }
-    ranOne = true;
-    StreamOp& op = node->op;
-    if (op.kind == StreamOp::Kind::Record) {
-      // See Note [Event records]: the record is complete when the counter moves, so stamp the
-      // time and its place first and wake its waiters after.
-      std::shared_ptr<EventRecord> record = std::move(op.record);
-      record->stamp(pendingFailure(), completed_.load(std::memory_order_relaxed) + 1);
-      advanceTo(node);
+    while (cursor_ < running_.size()) {
+      StreamOp& op = running_[cursor_];
+      if (op.kind == StreamOp::Kind::Record) {
+        // See Note [Event records]: the record is complete when the counter moves, so stamp the
+        // time first and wake its waiters after.
+        std::shared_ptr<EventRecord> record = std::move(op.record);
+        record->stamp(pendingFailure());
+        op = StreamOp{};
+        ++cursor_;
+        markCompleted();
+        record->wakeWaiters();
+        continue;
+      }
+      if (op.kind == StreamOp::Kind::Wait) {
+        // Keep the record alive past parkIfPending: once parked, another worker may resume this
+        // stream and clear running_ at any moment.
+        std::shared_ptr<EventRecord> record = op.record;
+        if (record->parkIfPending(shared_from_this())) return;  // resumed by record->wakeWaiters()
+        // See Note [Task errors]: a failure the waited-on stream had not reported comes along.
+        if (const FailureRef& failure = record->failure()) recordError(failure);
+      } else {
+        runTask(op.task, op.outcome);
+      }
+      op = StreamOp{};  // release the task's captures now, not at the next batch
+      ++cursor_;
       markCompleted();
-      record->wakeWaiters();
-      continue;
     }
-    if (op.kind == StreamOp::Kind::Wait) {
-      // Keep the record alive past parkIfPending: once parked, another worker may resume this
-      // stream and take the operation at any moment.
-      std::shared_ptr<EventRecord> record = op.record;
-      if (record->parkIfPending(shared_from_this())) return;  // resumed by record->wakeWaiters()
-      // See Note [Task errors]: a failure the waited-on stream had not reported comes along.
-      if (const FailureRef& failure = record->failure()) recordError(failure);
-    } else {
-      runTask(op.task, op.outcome);
-    }
-    advanceTo(node);
-    markCompleted();
   }
-}
-
-void Stream::advanceTo(Node* node) {
-  node->op = StreamOp{};  // release the task's captures now, not when the node is reused
-  Node* done = head_;
-  head_ = node;
-  Node::destroy(done, freed_);  // its `next` is linked, so no producer will touch it again
 }
 
 bool Stream::awaitMoreWork() {

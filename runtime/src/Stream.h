@@ -1,12 +1,12 @@
 // Stream: an in-order queue of device work, executed by its device's Executor.
 //
 // Note [Stream execution]
-// A stream owns no thread. Its queue is a lock-free list of operations, many host threads
-// appending and one worker at a time taking from the front (Note [Lock-free stream queue] in
-// Stream.cpp). The first append to an idle stream hands the stream to its device's Executor,
-// whose workers run streams one at a time each; while a stream is handed over ("active") no other
-// worker can pick it, which is what keeps every stream in order however many workers the device
-// has. A launch onto an active stream only appends: no lock, no system call.
+// A stream owns no thread. The host appends operations to `pending_` under a short lock; the
+// first append to an idle stream hands the stream to its device's Executor, whose workers run
+// streams one at a time each. A worker takes the whole pending batch at once (a swap under the
+// lock) and runs it without the lock, so the host and the worker meet only at the swap.
+// While a stream is handed over ("active") no other worker can pick it, which is what keeps every
+// stream in order however many workers the device has.
 // A wait on an event that has not completed does not block the worker: the stream parks itself
 // on the event record and the worker moves on; completing the record reschedules the stream.
 // So no worker ever waits for device work, and cross-stream or cross-device waits cannot
@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "Failure.h"
-#include "Pool.h"
 
 namespace openreg {
 
@@ -51,9 +50,6 @@ struct StreamLimits {
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits);
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream();
 
   int device() const { return device_; }
   int priority() const { return priority_; }
@@ -64,9 +60,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
-  // Host side, any thread. Appends `op` and returns a ticket: waitFor(ticket) returns once `op`
-  // has completed. When OPENREG_QUEUE_DEPTH operations are already pending, waits for the oldest
-  // to complete first (Note [Bounded queues]).
+  // Host side. Appends `op`; returns its ticket (the count of ops submitted including it). When
+  // OPENREG_QUEUE_DEPTH operations are already pending, waits for the oldest to complete first
+  // (Note [Bounded queues]).
   std::uint64_t enqueue(StreamOp&& op);
   // True when every op submitted so far has completed.
   bool idle() const {
@@ -93,17 +89,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void run();
 
  private:
-  struct Node;
   void runTask(Task& task, FailureRef* outcome);
-  // Worker: the operation after head_, waiting for a producer that has counted it in submitted_
-  // but not linked it yet; nullptr when everything submitted has completed.
-  Node* next();
   // Worker: spins briefly for new work on this stream; false if none came or others are ready.
   bool awaitMoreWork();
-  // Worker, the queue drained: gives the stream back (false), or keeps it if work came (true).
-  bool release();
-  // Worker: `node`, whose operation has run, becomes the head; the previous head is freed.
-  void advanceTo(Node* node);
   void markCompleted();
   void recordError(const FailureRef& failure);
 
@@ -115,22 +103,20 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::uint64_t handle_ = 0;
   std::atomic<bool> destroyed_{false};
 
-  // Note [Lock-free stream queue] in Stream.cpp. Producers' fields and the worker's are on
-  // separate cache lines, so that a launch does not pull in the line the worker writes per task.
-  alignas(64) std::atomic<Node*> tail_;  // producers: the last node appended
-  std::atomic<std::uint64_t> submitted_{0};
-  std::atomic<bool> active_{false};  // handed to the executor (or parked on an event record)
+  std::mutex queueMutex_;
+  std::vector<StreamOp> pending_;  // guarded by queueMutex_
+  bool active_ = false;            // guarded by queueMutex_: handed to the executor
+  std::vector<StreamOp> running_;  // owned by the worker running the stream
+  std::size_t cursor_ = 0;         // next op in running_
 
-  // head_ is the node of the last operation taken (at first a node with no operation); the ones
-  // after it are pending.
-  alignas(64) Node* head_;    // owned by the worker running the stream
-  pool::ReleaseBatch freed_;  // owned by the worker running the stream: taken nodes
+  std::atomic<std::uint64_t> submitted_{0};
   std::atomic<std::uint64_t> completed_{0};
+
   // Host threads sleeping in waitFor register the smallest ticket they wait for in wakeAt_, so
   // the worker signals only when one of them can proceed.
-  std::atomic<std::uint64_t> wakeAt_{UINT64_MAX};
   std::mutex syncMutex_;
   std::condition_variable syncCv_;
+  std::atomic<std::uint64_t> wakeAt_{UINT64_MAX};
 
   std::atomic<bool> hasError_{false};
   std::mutex errorMutex_;

@@ -2,8 +2,7 @@
 //
 // A Task is a move-only, type-erased `void()` callable with inline storage, so launching a small
 // lambda (a few pointers and sizes) allocates nothing. Larger callables, or ones whose move may
-// throw, are kept in memory the runtime recycles from launch to launch (Note [Recycled launch
-// memory] in runtime/src/Pool.h), so they do not go through malloc either.
+// throw, are kept on the heap.
 //
 // A callable that throws does not take the worker down. Its failure is kept on the stream (the
 // next synchronizing call returns it as orErrorLaunchFailure) and, when the callable declares the
@@ -60,13 +59,6 @@ OPENREG_RUNTIME_API int lastErrorCategory() noexcept;
 // Covering writes are then taken as done: the caller writes them before it next synchronizes.
 OPENREG_RUNTIME_API orError_t checkHostAccesses(const AccessList& accesses);
 
-namespace detail {
-// Storage for callables that do not fit inline: aligned to alignof(std::max_align_t), released
-// from any thread. allocateTaskStorage throws std::bad_alloc.
-OPENREG_RUNTIME_API void* allocateTaskStorage(std::size_t bytes);
-OPENREG_RUNTIME_API void releaseTaskStorage(void* p) noexcept;
-}  // namespace detail
-
 class Task {
  public:
   static constexpr std::size_t kInlineBytes = 64;
@@ -79,15 +71,6 @@ class Task {
     if constexpr (fitsInline<D>()) {
       ::new (static_cast<void*>(storage_)) D(std::forward<F>(fn));
       ops_ = &kInlineOps<D>;
-    } else if constexpr (alignof(D) <= alignof(std::max_align_t)) {
-      void* memory = detail::allocateTaskStorage(sizeof(D));
-      try {
-        *reinterpret_cast<D**>(storage_) = ::new (memory) D(std::forward<F>(fn));
-      } catch (...) {
-        detail::releaseTaskStorage(memory);
-        throw;
-      }
-      ops_ = &kPooledOps<D>;
     } else {
       *reinterpret_cast<D**>(storage_) = new D(std::forward<F>(fn));
       ops_ = &kHeapOps<D>;
@@ -190,18 +173,6 @@ class Task {
       [](void* self) { (**static_cast<D**>(self))(); },
       [](void* dst, void* src) noexcept { *static_cast<D**>(dst) = *static_cast<D**>(src); },
       [](void* self) noexcept { delete *static_cast<D**>(self); },
-      kHeapAccessesOf<D>,
-  };
-
-  template <class D>
-  static constexpr Ops kPooledOps = {
-      [](void* self) { (**static_cast<D**>(self))(); },
-      [](void* dst, void* src) noexcept { *static_cast<D**>(dst) = *static_cast<D**>(src); },
-      [](void* self) noexcept {
-        D* d = *static_cast<D**>(self);
-        d->~D();
-        detail::releaseTaskStorage(d);
-      },
       kHeapAccessesOf<D>,
   };
 
