@@ -1,8 +1,8 @@
 #include "Event.h"
 
 #include <chrono>
-#include <thread>
 
+#include "Spin.h"
 #include "Stream.h"
 
 namespace openreg {
@@ -44,12 +44,7 @@ bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
 }
 
 void EventRecord::wait(int spinMicros) {
-  if (done()) return;
-  const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros);
-  while (std::chrono::steady_clock::now() < spinUntil) {
-    if (done()) return;
-    std::this_thread::yield();
-  }
+  if (spinUntil(spinMicros, Backoff::Yield, [this] { return done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return done(); });
 }

@@ -2,9 +2,9 @@
 
 #include <pthread.h>
 
-#include <chrono>
 #include <string>
 
+#include "Spin.h"
 #include "Stream.h"
 
 namespace openreg {
@@ -77,15 +77,10 @@ void Executor::workerLoop() {
   for (;;) {
     std::shared_ptr<Stream> stream = tryPop();
     if (stream == nullptr) {
-      // Spin before sleeping: a stream of launches from the host then costs no wake-up syscalls.
-      const auto spinUntil =
-          std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros_);
-      while (readyCount_.load(std::memory_order_relaxed) == 0 &&
-             std::chrono::steady_clock::now() < spinUntil) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-      }
+      // Spin before sleeping (Note [Spin then sleep] in Spin.h): a stream of launches from the
+      // host then costs no wake-up syscalls.
+      spinUntil(spinMicros_, Backoff::Pause,
+                [this] { return readyCount_.load(std::memory_order_relaxed) != 0; });
       std::unique_lock<std::mutex> lock(mutex_);
       if (ready_[0].empty() && ready_[1].empty() && !stopping_) {
         ++sleepers_;

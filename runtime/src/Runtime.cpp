@@ -57,7 +57,8 @@ std::string createDevices(Runtime& rt) {
            " (lower OPENREG_STREAM_WORKERS or OPENREG_DEVICE_COUNT)";
   }
   for (auto& d : devices) {
-    d->defaultStream = std::make_shared<Stream>(d->index, 0, /*isDefault=*/true, *d->executor);
+    d->defaultStream =
+        std::make_shared<Stream>(d->index, 0, /*isDefault=*/true, *d->executor, streamLimits());
     d->defaultStream->setHandle(rt.streams.insert(d->defaultStream));
     d->streams.push_back(d->defaultStream);
     rt.devices.push_back(std::move(d));

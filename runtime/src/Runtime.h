@@ -97,6 +97,11 @@ inline Device& device(int index) {
   return *runtime().devices[index];
 }
 
+// What a new stream takes of the configuration (valid after ensureConfigured()).
+inline StreamLimits streamLimits() {
+  return {runtime().config.queueDepth, runtime().config.workerSpinMicros};
+}
+
 // The calling thread's current device.
 int& currentDeviceSlot();
 inline int currentDevice() {

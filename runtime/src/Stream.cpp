@@ -1,17 +1,18 @@
 #include "Stream.h"
 
-#include <chrono>
-#include <thread>
-
 #include "Event.h"
 #include "Executor.h"
 #include "Poison.h"
-#include "Runtime.h"
+#include "Spin.h"
 
 namespace openreg {
 
-Stream::Stream(int device, int priority, bool isDefault, Executor& executor)
-    : device_(device), priority_(priority), isDefault_(isDefault), executor_(executor) {}
+Stream::Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits)
+    : device_(device),
+      priority_(priority),
+      isDefault_(isDefault),
+      executor_(executor),
+      limits_(limits) {}
 
 // Note [Bounded queues]
 // A host that launches faster than the device runs would otherwise queue without limit: 1.2 M
@@ -21,7 +22,7 @@ Stream::Stream(int device, int priority, bool isDefault, Executor& executor)
 // of its own device would wait for itself).
 // [marker: stream-enqueue]
 std::uint64_t Stream::enqueue(StreamOp&& op) {
-  const auto depth = static_cast<std::uint64_t>(runtime().config.queueDepth);
+  const auto depth = static_cast<std::uint64_t>(limits_.queueDepth);
   // completed_ first: read after submitted_, it could pass it (other threads' work enqueued and
   // completed in between), and the difference would wrap round to a wait without end.
   const std::uint64_t completed = completed_.load(std::memory_order_acquire);
@@ -105,18 +106,12 @@ void Stream::run() {
 }
 
 bool Stream::awaitMoreWork() {
-  const auto spinUntil = std::chrono::steady_clock::now() +
-                         std::chrono::microseconds(runtime().config.workerSpinMicros);
-  do {
-    if (submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed)) {
-      return true;
-    }
-    if (executor_.hasReadyStreams()) return false;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  } while (std::chrono::steady_clock::now() < spinUntil);
-  return false;
+  bool more = false;
+  spinUntil(limits_.spinMicros, Backoff::Pause, [&] {
+    more = submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed);
+    return more || executor_.hasReadyStreams();
+  });
+  return more;
 }
 
 // Note [Task errors]
@@ -219,13 +214,8 @@ void Stream::markCompleted() {
 
 // [marker: stream-wait]
 void Stream::waitFor(std::uint64_t ticket) {
-  if (completed_.load(std::memory_order_acquire) >= ticket) return;
-  const auto spinUntil = std::chrono::steady_clock::now() +
-                         std::chrono::microseconds(runtime().config.workerSpinMicros);
-  while (std::chrono::steady_clock::now() < spinUntil) {
-    if (completed_.load(std::memory_order_acquire) >= ticket) return;
-    std::this_thread::yield();
-  }
+  const auto reached = [&] { return completed_.load(std::memory_order_acquire) >= ticket; };
+  if (spinUntil(limits_.spinMicros, Backoff::Yield, reached)) return;
   std::unique_lock<std::mutex> lock(syncMutex_);
   while (completed_.load(std::memory_order_seq_cst) < ticket) {
     if (ticket < wakeAt_.load(std::memory_order_relaxed)) {

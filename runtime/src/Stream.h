@@ -40,9 +40,16 @@ struct StreamOp {
   std::shared_ptr<EventRecord> record;  // Kind::Record and Kind::Wait
 };
 
+// What a stream needs of the runtime's configuration, given at construction so that the stream
+// depends on no global state.
+struct StreamLimits {
+  int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH: Note [Bounded queues] in Stream.cpp
+  int spinMicros = 50;    // OPENREG_WORKER_SPIN_US: Note [Spin then sleep] in Spin.h
+};
+
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
-  Stream(int device, int priority, bool isDefault, Executor& executor);
+  Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits);
 
   int device() const { return device_; }
   int priority() const { return priority_; }
@@ -92,6 +99,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   const int priority_;
   const bool isDefault_;
   Executor& executor_;
+  const StreamLimits limits_;
   std::uint64_t handle_ = 0;
   std::atomic<bool> destroyed_{false};
 

@@ -14,7 +14,8 @@ orError_t createStream(const char* call, orStream_t* out, int priority) {
   if (out == nullptr) return nullArgument(call, "stream");
   Device& d = device(currentDevice());
   priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
-  auto stream = std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor);
+  auto stream =
+      std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor, streamLimits());
   const std::uint64_t handle = runtime().streams.insert(stream);
   if (handle == 0) {
     return fail(orErrorMemoryAllocation,

@@ -1,5 +1,6 @@
 // Multi-threaded stress of streams, events and memory: ordering, cross-stream and cross-device
 // waits, concurrent handle churn. Also run under ThreadSanitizer (make sanitize).
+#include <array>
 #include <random>
 #include <thread>
 #include <vector>
@@ -212,4 +213,75 @@ TEST(Stress, ReRecordingAnEventWhileAnotherStreamWaitsOnIt) {
   OR_OK(orEventDestroy(e));
   OR_OK(orStreamDestroy(producer));
   OR_OK(orStreamDestroy(consumer));
+}
+
+// A blocking launch returns only once its own task has run, while other threads launch on the
+// same stream: its wait ticket must cover its operation whatever order the producers' appends
+// land in (Note [Lock-free stream queue] in runtime/src/Stream.cpp).
+TEST(Stress, ABlockingLaunchWaitsForItsOwnTaskWhileOtherThreadsLaunch) {
+  constexpr int kThreads = 3;
+  const int kTasks = scaled(1000);
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        if (t == 0) {
+          std::atomic<bool> ran{false};
+          if (openreg::launchAndWait(s, [&ran] { ran.store(true); }) != orSuccess || !ran.load()) {
+            failures.fetch_add(1);
+          }
+        } else if (openreg::launch(s, [] {}) != orSuccess) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  OR_OK(orStreamSynchronize(s));
+  EXPECT_EQ(failures.load(), 0);
+  OR_OK(orStreamDestroy(s));
+}
+
+// Large callables and queue nodes come from per-thread recycled memory that the worker gives
+// back to the launching thread (Note [Recycled launch memory] in runtime/src/Pool.h). Threads
+// that launch and exit before their tasks run leave their memory to later threads: every task
+// still runs once and every capture is destroyed once.
+TEST(Stress, TasksOfThreadsThatHaveExitedRunOnceAndReleaseTheirCaptures) {
+  const int kRounds = scaled(40);
+  constexpr int kThreads = 4;
+  constexpr int kTasks = 200;
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  orEvent_t event;
+  OR_OK(orEventCreate(&event));
+  auto token = std::make_shared<int>(0);
+  std::atomic<int> ran{0};
+  for (int round = 0; round < kRounds; ++round) {
+    Gate gate;
+    OR_OK(launchGate(s, gate));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::array<char, 300> big{};  // too large for Task's inline storage
+        big[299] = static_cast<char>(t + 1);
+        for (int i = 0; i < kTasks; ++i) {
+          openreg::launch(s, [big, token, &ran] { ran.fetch_add(big[299] > 0 ? 1 : 0); });
+          if (i % 50 == 0) orEventRecord(event, s);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();  // they exit with all their tasks still queued
+    EXPECT_EQ(token.use_count(), 1 + kThreads * kTasks);
+    EXPECT_EQ(orEventQuery(event), orErrorNotReady);
+    gate.open();
+    OR_OK(orStreamSynchronize(s));
+    OR_OK(orEventQuery(event));
+    EXPECT_EQ(token.use_count(), 1);
+  }
+  EXPECT_EQ(ran.load(), kRounds * kThreads * kTasks);
+  OR_OK(orEventDestroy(event));
+  OR_OK(orStreamDestroy(s));
 }
