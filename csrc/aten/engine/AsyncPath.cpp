@@ -1,8 +1,9 @@
 // The engine's asynchronous path: a call whose output shapes are known ahead (from the shape
 // cache or the Meta kernel) gets its outputs allocated on the device and one task queued on the
 // current stream; the host returns at once.
-#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
 #include <openreg/task.hpp>
 
@@ -19,9 +20,12 @@
 #include "core/Exception.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
+#include "core/allocator/DeviceAllocator.h"
 
 namespace openreg::engine {
 namespace {
+
+constexpr c10::DispatchKeySet kDeviceKeys{c10::DispatchKey::PrivateUse1};
 
 // [marker: engine-empty-inputs]
 // Note [Errors of empty inputs]
@@ -66,7 +70,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
               c10::Device device) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
-  const c10::SmallVector<c10::IValue, 8> args(stack->end() - nArgs, stack->end());
+  const c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, nArgs);
 
   // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
   std::shared_ptr<const MetaAnswer> answer;
@@ -105,8 +109,10 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
   auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
     if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
-    at::Tensor out = at::empty_strided(shape.sizes, shape.strides,
-                                       at::TensorOptions().dtype(shape.dtype).device(device));
+    // Straight from the caching allocator on the call's device (the DeviceScope of runOnEngine),
+    // as the empty_strided kernel would, without a dispatcher round trip per output.
+    at::Tensor out = at::detail::empty_strided_generic(
+        shape.sizes, shape.strides, &deviceAllocator(), kDeviceKeys, shape.dtype);
     outputs.push_back(out);
     slots.emplace_back(returnIndex, position);
     return out;

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "core/Macros.h"
@@ -43,7 +43,9 @@ class OPENREG_TORCH_API DeviceAllocator final : public c10::DeviceAllocator {
   std::once_flag created_;
   std::vector<std::unique_ptr<allocator::DeviceCachingAllocator>> devices_;
   std::mutex blocksMutex_;
-  std::unordered_map<void*, allocator::Block*> blocks_;  // live allocations, by address
+  // Live allocations, by address. Open addressing: an allocation and a free cost no node of their
+  // own (a node-based map's malloc and free showed in the engine's per-operator profile).
+  ska::flat_hash_map<void*, allocator::Block*> blocks_;
 };
 
 // The registered instance.
