@@ -96,13 +96,13 @@ def test_tensors_of_two_devices_in_one_operator():
     same_device = "Expected all tensors to be on the same device, but found at least two devices"
     with pytest.raises(RuntimeError) as info:
         torch.mm(a, b)  # the engine's check names the operator
-    assert str(info.value) == f"{same_device}, openreg:0 and openreg:1! (openreg: aten::mm.out)"
+    assert str(info.value) == f"{same_device}, openreg:0 and openreg:1! (openreg: aten::mm)"
     with pytest.raises(RuntimeError) as info:
         torch.mm(a, torch.ones(3, 3))
-    assert str(info.value) == f"{same_device}, openreg:0 and cpu! (openreg: aten::mm.out)"
+    assert str(info.value) == f"{same_device}, openreg:0 and cpu! (openreg: aten::mm)"
     with pytest.raises(RuntimeError) as info:
-        a + b  # TensorIterator's check, in PyTorch's words (as on CUDA): names the devices only
-    assert str(info.value) == f"{same_device}, openreg:0 and openreg:1!"
+        a + b  # structured operators reach the engine directly (Note [Structured operators on the engine])
+    assert str(info.value) == f"{same_device}, openreg:0 and openreg:1! (openreg: aten::add.Tensor)"
     assert torch.equal((a * torch.tensor(2.0)).cpu(), torch.full((3, 3), 2.0))  # a CPU scalar is fine
     device_works(0)
     device_works(1)

@@ -34,9 +34,10 @@ struct OPENREG_TORCH_API Hooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 
-// A check of the layers above core (which core does not know) that Hooks::init runs before the
+// A step of the layers above core (which core does not know) that Hooks::init runs before the
 // devices initialize: the engine's OPENREG_FALLBACK is configuration like the runtime's variables,
-// so a bad value fails the first use of a device. Registered at load time.
+// so a bad value fails the first use of a device; the engine registers itself for the structured
+// operators then (Note [Structured operators on the engine]). Registered at load time.
 OPENREG_TORCH_API void registerInitCheck(void (*check)());
 
 }  // namespace openreg

@@ -2,8 +2,8 @@
 // cache or the Meta kernel) gets its outputs allocated on the device and one task queued on the
 // current stream; the host returns at once.
 #include <ATen/EmptyTensor.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 #include <openreg/task.hpp>
 
@@ -143,41 +143,38 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
 
   // 3. One task: the CPU kernel on kernel-window aliases, writing into device memory. Device
   //    tensors travel as alias descriptions, made into tensors on the worker.
-  c10::SmallVector<TaskArgument, 6> taskArgs;
-  taskArgs.reserve(nArgs + outputs.size());
-  for (const c10::IValue& arg : args) {
+  //    The task is built in place on the heap and travels as one pointer: moving a task of
+  //    inline vectors into the stream's queue copied every alias description once more.
+  auto task = std::make_unique<AsyncTask>(op, &traits);
+  if (traits.outVariantFaithful && answer->everyResultATensor) task->outOp = traits.outVariant;
+  task->args.resize(nArgs);
+  for (size_t i = 0; i < nArgs; ++i) {
+    const c10::IValue& arg = args[i];
     if (arg.isTensor() && isOpenReg(arg.toTensor())) {
-      taskArgs.push_back({c10::IValue(), describeKernelAlias(arg.toTensor())});
+      task->args[i].alias = describeKernelAlias(arg.toTensor());
     } else {
-      taskArgs.push_back({taskArgument(arg), std::nullopt});
+      task->args[i].value = taskArgument(arg);
     }
   }
-  AsyncTask task{
-      op,
-      traits.outVariantFaithful && answer->everyResultATensor ? traits.outVariant : std::nullopt,
-      &traits,
-      std::move(taskArgs),
-      /*outputs=*/{},
-      /*slots=*/{},
-      /*generator=*/{},
-      /*generatorIndex=*/-1};
-  for (const at::Tensor& out : outputs) task.outputs.push_back(describeKernelAlias(out));
-  task.slots = std::move(slots);
+  task->outputs.reserve(outputs.size());
+  for (const at::Tensor& out : outputs) task->outputs.push_back(describeKernelAlias(out));
+  task->slots = std::move(slots);
   // Random operators: the generator is used on the stream, in program order (Note
   // [Asynchronous random numbers] in core/Generator.h).
-  task.generatorIndex = traits.generatorIndex;
-  if (task.generatorIndex >= 0) {
-    task.generator = deviceGenerator(op, args[task.generatorIndex], device);
-    task.args[task.generatorIndex].value = c10::IValue();
+  task->generatorIndex = traits.generatorIndex;
+  if (task->generatorIndex >= 0) {
+    task->generator = deviceGenerator(op, args[task->generatorIndex], device);
+    task->args[task->generatorIndex].value = c10::IValue();
   }
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
+  at::Generator generator = task->generator;
   std::unique_lock<std::mutex> generatorLock;
-  auto* generatorImpl = task.generator.defined() ? task.generator.get<GeneratorImpl>() : nullptr;
+  auto* generatorImpl = generator.defined() ? generator.get<GeneratorImpl>() : nullptr;
   if (generatorImpl != nullptr) {
-    generatorLock = std::unique_lock<std::mutex>(task.generator.mutex());
+    generatorLock = std::unique_lock<std::mutex>(generator.mutex());
     generatorImpl->waitForPreviousUseOn(stream);
   }
-  OPENREG_CHECK(openreg::launch(stream, std::move(task)));
+  OPENREG_CHECK(openreg::launch(stream, HeapTask<AsyncTask>{std::move(task)}));
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
 
   pushResults(schema, stack, args, fresh);

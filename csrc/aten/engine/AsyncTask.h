@@ -17,6 +17,7 @@
 #include <c10/util/SmallVector.h>
 #include <openreg/task.hpp>
 
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -36,6 +37,8 @@ struct TaskArgument {
 
 // [marker: engine-task]
 struct AsyncTask {
+  AsyncTask(c10::OperatorHandle op, OpTraits* traits) : op(std::move(op)), traits(traits) {}
+
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> outOp;  // the .out overload to run, when faithful
   OpTraits* traits;
@@ -53,9 +56,18 @@ struct AsyncTask {
   void accesses(AccessList& out) const;
 
  private:
-  using Aliases = std::vector<std::pair<at::Tensor, const KernelAliasSpec*>>;
+  using Aliases = c10::SmallVector<std::pair<at::Tensor, const KernelAliasSpec*>, 8>;
   void run(const torch::jit::Stack& inputs, Aliases& aliases);
   void runFunctional(const torch::jit::Stack& inputs, Aliases& aliases);
+};
+
+// A task that lives on the heap and is queued as one pointer (it fits the runtime's inline task
+// storage, so the queue moves 8 bytes instead of the task).
+template <class T>
+struct HeapTask {
+  std::unique_ptr<T> task;
+  void operator()() { (*task)(); }
+  void accesses(AccessList& out) const { task->accesses(out); }
 };
 
 }  // namespace openreg::engine
