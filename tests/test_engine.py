@@ -248,6 +248,34 @@ def test_no_cpu_kernel_is_shadowed_by_a_composite_default():
         assert same(op(grad.to("openreg"), x.to("openreg")), op(grad, x))
 
 
+def test_structured_operators_take_the_engine_directly():
+    # Note [Structured operators on the engine]: once the device is initialized, every aten
+    # operator with a CPU kernel and a CompositeExplicitAutogradNonFunctional one has an openreg
+    # kernel, so no call computes its shapes on the host twice.
+    C = torch._C
+    openreg.init()
+    composite_first = [
+        n for n in C._dispatch_get_all_op_names()
+        if n.startswith("aten::")
+        and C._dispatch_has_kernel_for_dispatch_key(n, "CPU")
+        and C._dispatch_has_kernel_for_dispatch_key(n, "CompositeExplicitAutogradNonFunctional")
+        and not C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")
+    ]
+    assert composite_first == []
+    a, b = torch.randn(4, 5, generator=g), torch.randn(5, generator=g)
+    x, y = a.to("openreg"), b.to("openreg")
+    x.add(y)
+    x.clone().mul_(y)
+    z = x.clone()
+    with openreg.count_paths() as paths:
+        r = x.add(y, alpha=2)  # functional: the engine allocates its output
+        z.mul_(y)  # in place: one task on the argument
+    assert paths["async"] == 2 and paths["native"] == 0 and paths["meta_calls"] == 0, paths
+    assert same(r, a.add(b, alpha=2)) and same(z, a * b)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        y.mul_(x)  # the Meta kernel's check, at the call
+
+
 def test_conjugate_and_negative_views_and_cpu_scalars():
     z = torch.randn(5, dtype=torch.complex64, generator=torch.Generator().manual_seed(4))
     d = z.to("openreg")
