@@ -21,6 +21,7 @@ OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
 // A kernel alias described rather than made: what a task needs to make it on the worker. The
 // engine's tasks carry these, so the tensor objects of an alias are created and freed on the same
 // thread (the worker), and the host pays for no tensor allocation per argument.
+// [marker: kernel-alias-spec]
 struct KernelAliasSpec {
   void* data = nullptr;  // kernel-window address
   c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -39,6 +40,7 @@ OPENREG_TORCH_API at::Tensor makeKernelAlias(const KernelAliasSpec& spec);
 OPENREG_TORCH_API MemoryAccess memoryAccess(const at::Tensor& t, bool read, bool write);
 OPENREG_TORCH_API MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write);
 
+// [marker: tasks-hold-no-python-tensor]
 // Note [Tasks hold no Python-visible tensor]
 // A task runs on a device worker, which never holds the GIL. Dropping a reference to a tensor
 // that has a Python object can need the GIL (PyTorch moves the object's ownership when the C++

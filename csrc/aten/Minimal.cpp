@@ -62,6 +62,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
   });
 }
 
+// [marker: empty-strided]
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin_memory) {

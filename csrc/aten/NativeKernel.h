@@ -27,6 +27,7 @@
 
 namespace openreg {
 
+// [marker: tasks-run-below-autograd]
 // Note [Tasks run below autograd]
 // Kernel aliases are made on the host, often inside torch.inference_mode() (an inference server,
 // SentenceTransformer.encode), which makes them inference tensors; the worker that writes them

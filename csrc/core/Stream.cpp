@@ -114,6 +114,7 @@ OpenRegStream getDefaultOpenRegStream(DeviceIndex device) {
   return OpenRegStream(makeStream(resolve(device), 0));
 }
 
+// [marker: current-stream]
 OpenRegStream getCurrentOpenRegStream(DeviceIndex device) {
   device = resolve(device);
   return OpenRegStream(makeStream(device, currentIds()[device]));

@@ -82,6 +82,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     if (!traits.inPlaceOnly) return false;
     answer = inPlaceAnswer();
   } else {
+    // [marker: engine-async-signature]
     Signature signature;
     const bool keyed = signature.build(args, traits.kindOnlyArguments);
     answer = keyed ? traits.shapes.find(signature) : nullptr;
@@ -107,6 +108,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   c10::SmallVector<c10::IValue, 4> fresh;   // new results, in return order (write-aliased skipped)
   c10::SmallVector<at::Tensor, 4> outputs;  // every new output tensor, in order
   c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
+  // [marker: engine-async-allocate]
   auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
     if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
     // Straight from the caching allocator on the call's device (the DeviceScope of runOnEngine),
@@ -166,6 +168,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     task->generator = deviceGenerator(op, args[task->generatorIndex], device);
     task->args[task->generatorIndex].value = c10::IValue();
   }
+  // [marker: engine-async-launch]
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
   at::Generator generator = task->generator;
   std::unique_lock<std::mutex> generatorLock;

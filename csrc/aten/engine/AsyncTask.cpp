@@ -16,6 +16,7 @@ constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
 }  // namespace
 
+// [marker: engine-task-run]
 void AsyncTask::operator()() {
   try {
     // Note [Tasks run below autograd] in NativeKernel.h

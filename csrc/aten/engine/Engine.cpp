@@ -21,9 +21,10 @@
 //     (csrc/aten/engine/OpTraits.cpp#engine-foreign-operators). The stream is synchronized,
 //     the same CPU kernel runs on the aliases on the calling thread, and new results are copied
 //     to the device.
-//  4. Random operators take the device generator's state in program order at the call: the
-//     state moves into a CPU generator for the kernel and back, so the numbers equal the CPU's
-//     for the same seed.
+//  4. Random operators take the asynchronous path too: inside the task the device generator's
+//     state moves into a CPU generator for the kernel and back, in program order across streams,
+//     so the numbers equal the CPU's for the same seed (Note [Asynchronous random numbers] in
+//     core/Generator.h).
 //  5. View operators without a kernel of their own go to the classic copying fallback (they are
 //     registered natively in Minimal.cpp where ATen has a generic implementation).
 // Errors a kernel raises inside a task reach whoever reads what it wrote, and the next

@@ -4,9 +4,10 @@
 //   native   a kernel registered for openreg (copies, fills, factories): Note [Counting native
 //            calls]
 //   async    the generic engine's asynchronous path: ATen's CPU kernel run as a stream task on
-//            kernel-window aliases, outputs allocated ahead from Meta shapes
+//            kernel-window aliases, outputs allocated ahead from Meta shapes; random operators
+//            too (Note [Asynchronous random numbers] in core/Generator.h)
 //   sync     the generic engine's synchronizing path: the stream is synchronized first (data-
-//            dependent shapes, host results, random numbers), then the same CPU kernel runs
+//            dependent shapes, host results, other namespaces), then the same CPU kernel runs
 //   copying  the classic fallback: inputs copied to the CPU and results back (also counted in
 //            copiedBytes)
 // Also counted: Meta kernel runs, which the asynchronous path needs only for call signatures it has

@@ -51,6 +51,7 @@ void recordResults(const c10::FunctionSchema& schema, const torch::jit::Stack& r
 
 // The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
 // Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
+// [marker: engine-ask-meta]
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
                                           c10::ArrayRef<c10::IValue> args) {
   const auto& schema = op.schema();

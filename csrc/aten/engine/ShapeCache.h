@@ -1,5 +1,6 @@
 // Remembered Meta answers: what the asynchronous path needs to know of a call before it runs.
 //
+// [marker: shape-cache]
 // Note [Shape cache]
 // The asynchronous path learns each call's output sizes, strides and dtypes by running the
 // operator's Meta kernel. Many Meta kernels are Python functions (torch._refs, torch._meta_
@@ -22,6 +23,7 @@
 // Arguments the signature cannot describe (a symbolic size, an object) make a call uncached.
 // A cache holds at most kMaxEntries signatures per operator; a full cache is emptied.
 //
+// [marker: scalar-values-not-keyed]
 // Note [Scalar values are not keyed]
 // Optimizers pass new numbers every step: a learning-rate schedule changes `alpha` in
 // `_foreach_add_`, Adam's foreach path passes per-parameter step sizes as a Scalar list to

@@ -99,6 +99,7 @@ Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, s
   const size_t segmentSize = segmentSizeFor(size);
   Block* block = allocateSegment(pool, stream, segmentSize);
   if (block == nullptr) {
+    // [marker: allocator-oom-retry]
     // Return what the cache holds and try once more, as CUDA's allocator does.
     stats_.num_alloc_retries += 1;
     releaseCachedSegments();

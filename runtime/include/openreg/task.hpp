@@ -186,6 +186,7 @@ class Task {
 // if it failed (whatever another thread's synchronization has reported meanwhile), else the
 // stream's pending failure, if any, as orStreamSynchronize would. Not from inside a task
 // (orErrorNotPermitted).
+// [marker: task-launch]
 OPENREG_RUNTIME_API orError_t launchTask(orStream_t stream, Task&& task, bool wait = false);
 
 template <class F>
