@@ -9,26 +9,42 @@
 namespace openreg::engine {
 namespace {
 
+// Whether `handle` is the .out overload of `schema`: the same arguments, then write-aliased
+// tensors, one per return.
+bool isOutVariantOf(const c10::OperatorHandle& handle, const c10::FunctionSchema& schema) {
+  const auto& out = handle.schema();
+  const size_t nArgs = schema.arguments().size();
+  if (out.arguments().size() != nArgs + schema.returns().size()) return false;
+  bool matches = true;
+  for (size_t i = 0; i < nArgs && matches; ++i) {
+    matches = out.arguments()[i].name() == schema.arguments()[i].name() &&
+              *out.arguments()[i].type() == *schema.arguments()[i].type();
+  }
+  for (size_t i = nArgs; i < out.arguments().size() && matches; ++i) {
+    const auto* alias = out.arguments()[i].alias_info();
+    matches = alias != nullptr && alias->isWrite() &&
+              out.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+  }
+  return matches && handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+}
+
+// [marker: engine-out-variant]
+// The .out overload of a functional operator, which the engine's task runs so the CPU kernel
+// writes straight into device memory. Usually named after the functional overload (add.Tensor:
+// add.out; sum.dim_IntList: sum.IntList_out, found by the scan), else none: the functional kernel
+// runs and its results are copied.
 std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& schema) {
+  auto& dispatcher = c10::Dispatcher::singleton();
   const std::string& overload = schema.overload_name();
   for (const std::string& name :
        {overload.empty() ? std::string("out") : overload + "_out", std::string("out")}) {
-    auto handle = c10::Dispatcher::singleton().findSchema({schema.name(), name});
-    if (!handle) continue;
-    const auto& out = handle->schema();
-    const size_t nArgs = schema.arguments().size();
-    if (out.arguments().size() != nArgs + schema.returns().size()) continue;
-    bool matches = true;
-    for (size_t i = 0; i < nArgs && matches; ++i) {
-      matches = out.arguments()[i].name() == schema.arguments()[i].name() &&
-                *out.arguments()[i].type() == *schema.arguments()[i].type();
-    }
-    for (size_t i = nArgs; i < out.arguments().size() && matches; ++i) {
-      const auto* alias = out.arguments()[i].alias_info();
-      matches = alias != nullptr && alias->isWrite() &&
-                out.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
-    }
-    if (matches && handle->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return handle;
+    auto handle = dispatcher.findSchema({schema.name(), name});
+    if (handle && isOutVariantOf(*handle, schema)) return handle;
+  }
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name != schema.name() || name.overload_name.find("out") == std::string::npos) continue;
+    auto handle = dispatcher.findSchema(name);
+    if (handle && isOutVariantOf(*handle, schema)) return handle;
   }
   return std::nullopt;
 }
