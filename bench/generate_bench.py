@@ -39,7 +39,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import hf_models  # noqa: E402
+import hf_models
 
 PROMPT = 32
 NEW_TOKENS = 20
@@ -71,7 +71,7 @@ class OpCounter(TorchDispatchMode):
         self.counts: collections.Counter[str] = collections.Counter()
         self.to_cpu = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func._schema.name
         self.counts[name] += 1
@@ -223,15 +223,16 @@ def parent(args: argparse.Namespace) -> dict[str, Any]:
     print(f"generate_bench: LlamaForCausalLM (2 layers, 256 wide, 8 query / 2 key-value heads), prompt {PROMPT}, "
           f"greedy, {NEW_TOKENS} new tokens; {args.runs} processes, median of {args.repeats} calls each; "
           f"environment: {shown}")
-    print(f"{'run':>4}{'CPU ms':>9}{'openreg ms':>12}{'ratio':>7}  {'=CPU':<5}{'waits/gen':>10}{'meta/gen':>9}{'same core':>10}  "
-          f"threads on openreg, per generate: CPU ms/involuntary switches/migrations")
+    print(f"{'run':>4}{'CPU ms':>9}{'openreg ms':>12}{'ratio':>7}  {'=CPU':<5}{'waits/gen':>10}{'meta/gen':>9}"
+          f"{'same core':>10}  threads on openreg, per generate: CPU ms/involuntary switches/migrations")
     runs = []
     for i in range(args.runs):
         proc = subprocess.run([sys.executable, __file__, "--child", "--repeats", str(args.repeats)]
                               + (["--pin", args.pin] if args.pin else []), env=env,
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            print(f"{i + 1:>4}  FAILED: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+            reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
+            print(f"{i + 1:>4}  FAILED: {reason}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         runs.append(r)

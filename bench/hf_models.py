@@ -21,7 +21,8 @@ was skipped.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -96,9 +97,11 @@ def bert_mlm(device: str) -> Step:
 
 def llama_config(tf: Any, **overrides: Any) -> Any:
     """A small Llama with grouped-query attention: 8 query heads share 2 key/value heads."""
-    settings: dict[str, Any] = dict(vocab_size=VOCAB, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
-                                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=512,
-                                    attention_dropout=0.0, attn_implementation="sdpa")
+    settings: dict[str, Any] = {
+        "vocab_size": VOCAB, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 512,
+        "attention_dropout": 0.0, "attn_implementation": "sdpa",
+    }
     settings.update(overrides)
     return tf.LlamaConfig(**settings)
 

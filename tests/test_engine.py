@@ -878,3 +878,28 @@ def test_quantized_dtypes_are_refused_at_the_call_and_queue_nothing(name):
     openreg.synchronize()  # nothing was queued: no task error surfaces here or later
     y = torch.exp(x) + 1
     assert same(y, torch.exp(x_cpu) + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_relu_runs_as_the_cpu_defines_it(dtype):
+    # Note [relu through clamp_min]: one asynchronous task, the CPU's values, strides and grads.
+    x = (torch.randn(6, 5, generator=g) * 4).to(dtype)
+    d = x.to("openreg")
+    dt = d.t()
+    torch.relu(dt)
+    d.clone().relu_()  # each signature met once
+    inplace = d.clone()
+    with openreg.count_paths() as paths:
+        r = torch.relu(dt)
+        inplace.relu_()
+    assert paths["async"] == 2 and paths["native"] == 0 and paths["meta_calls"] == 0, paths
+    expected = torch.relu(x.t())
+    assert same(r, expected) and r.stride() == expected.stride()
+    assert same(inplace, torch.relu(x))
+    if dtype.is_floating_point:
+        a, b = x.clone().requires_grad_(), d.clone().requires_grad_()
+        torch.relu(a).sum().backward()
+        torch.relu(b).sum().backward()
+        assert same(b.grad, a.grad)
+    with pytest.raises(RuntimeError, match="Boolean inputs not supported for relu"):
+        torch.relu(torch.ones(3, dtype=torch.bool, device="openreg"))
