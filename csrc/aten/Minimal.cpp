@@ -71,8 +71,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
     TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
                 "openreg: only strided tensors are supported");
     DeviceScope scope(targetDevice(device));
-    return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kOpenRegKeys,
-                                             c10::dtype_or_default(dtype));
+    return emptyStridedOnDevice(size, stride, c10::dtype_or_default(dtype));
   });
 }
 

@@ -1,7 +1,6 @@
 // The engine's asynchronous path: a call whose output shapes are known ahead (from the shape
 // cache or the Meta kernel) gets its outputs allocated on the device and one task queued on the
 // current stream; the host returns at once.
-#include <ATen/EmptyTensor.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
@@ -24,8 +23,6 @@
 
 namespace openreg::engine {
 namespace {
-
-constexpr c10::DispatchKeySet kDeviceKeys{c10::DispatchKey::PrivateUse1};
 
 // [marker: engine-empty-inputs]
 // Note [Errors of empty inputs]
@@ -111,19 +108,14 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   // [marker: engine-async-allocate]
   auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {
     if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
-    // Straight from the caching allocator on the call's device (the DeviceScope of runOnEngine),
-    // as the empty_strided kernel would, without a dispatcher round trip per output.
-    at::Tensor out = at::detail::empty_strided_generic(
-        shape.sizes, shape.strides, &deviceAllocator(), kDeviceKeys, shape.dtype);
+    // On the call's device (the DeviceScope of runOnEngine), as the empty_strided kernel would
+    // allocate it, without a dispatcher round trip per output.
+    at::Tensor out = emptyStridedOnDevice(shape.sizes, shape.strides, shape.dtype);
     outputs.push_back(out);
     slots.emplace_back(returnIndex, position);
     return out;
   };
-  c10::SmallVector<size_t, 4> newReturns;  // indices of the returns that are not written arguments
-  for (size_t i = 0; i < schema.returns().size(); ++i) {
-    const auto* alias = schema.returns()[i].alias_info();
-    if (alias == nullptr || !alias->isWrite()) newReturns.push_back(i);
-  }
+  const std::vector<size_t>& newReturns = traits.newReturns;
   for (size_t k = 0; k < answer->results.size(); ++k) {
     const MetaAnswer::Result& result = answer->results[k];
     switch (result.kind) {

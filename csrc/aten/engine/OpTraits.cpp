@@ -109,7 +109,10 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
     }
   }
   bool newTensors = false;
-  for (const auto& ret : schema.returns()) {
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto& ret = schema.returns()[i];
+    if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite())
+      traits->newReturns.push_back(i);
     if (!isTensorType(ret.type())) traits->hostResult = true;
     if (ret.alias_info() == nullptr) {
       newTensors = newTensors || isTensorType(ret.type());
