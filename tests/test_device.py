@@ -102,6 +102,21 @@ def test_import_rejects_a_torch_it_was_not_built_for():
     assert "but torch 1.0.0" in result.stdout
 
 
+def test_import_accepts_another_build_of_the_same_release():
+    # The CUDA build of 2.13.0 satisfies the wheel's torch==2.13.0 and shares libtorch_cpu's ABI.
+    result = run_python(
+        """
+        import torch
+        torch.__version__ = "2.13.0+cu128"
+        import torch_openreg
+        print(torch.randn(2, device="openreg").device)
+        """,
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "openreg:0" in result.stdout
+
+
 def test_device_queries_follow_the_configuration():
     assert openreg.is_available()
     assert openreg.device_count() == 2

@@ -14,8 +14,11 @@ from . import _build_info
 # Note [Build and runtime torch must match]
 # The extension is compiled against one torch's C++ headers and ABI; loading it into another
 # torch fails with undefined symbols or, worse, runs with mismatched layouts. Say so plainly.
+# The release is compared without its local label (2.13.0+cpu against 2.13.0+cu128): the builds of
+# one release for different accelerators share the C++ headers and ABI of libtorch_cpu, which is
+# all this extension links, and the wheel's requirement (torch==2.13.0) admits every one of them.
 if (
-    torch.__version__ != _build_info.TORCH_VERSION
+    str(torch.__version__).split("+")[0] != _build_info.TORCH_VERSION.split("+")[0]
     or bool(torch._C._GLIBCXX_USE_CXX11_ABI) != _build_info.CXX11_ABI
 ):
     raise ImportError(
