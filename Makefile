@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc
 
 all: build
 
@@ -69,6 +69,11 @@ test-python: build
 WHEEL_TORCH ?= link
 test-wheel: build
 	OPENREG_WHEEL_TEST=$(WHEEL_TORCH) $(PYTHON) -m pytest -q tests/test_wheel.py
+
+# Sharing device memory between processes, the longer cases (docs/ipc.md): several spawned
+# interpreters, about a minute on 2 cores. `make test` runs tests/test_ipc.py, one spawned child.
+test-ipc: build
+	$(PYTHON) -m pytest -q tests/ipc_long.py
 
 check-docs:
 	python3 tools/check_doc_markers.py

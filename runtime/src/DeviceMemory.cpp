@@ -93,36 +93,90 @@ orError_t DeviceMemory::allocate(std::size_t size, void** out, std::string* mess
 
 orError_t DeviceMemory::release(const void* p) {
   const auto base = reinterpret_cast<std::uintptr_t>(p);
-  std::size_t offset, length;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.find(base);
-    if (it == live_.end()) return orErrorInvalidDevicePointer;
-    offset = base - rangeBase_;
-    length = it->second.reserved;
-    live_.erase(it);
-    inUse_ -= length;
-    // Give the pages back before the range can be handed out again, so a new allocation never
-    // sees the old bytes' physical pages (it reads zeros, as fresh memory does).
-    fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-              static_cast<off_t>(length));
-    std::size_t start = offset, end = offset + length;
-    auto next = freeByOffset_.lower_bound(offset);
-    if (next != freeByOffset_.end() && next->first == end) {
-      end += next->second;
-      eraseFree(next);
-    }
-    auto prev = freeByOffset_.lower_bound(offset);
-    if (prev != freeByOffset_.begin()) {
-      --prev;
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        eraseFree(prev);
-      }
-    }
-    insertFree(start, end - start);
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(base);
+  if (it == live_.end() || it->second.importedFrom != 0) return orErrorInvalidDevicePointer;
+  const std::size_t length = it->second.reserved;
+  live_.erase(it);
+  inUse_ -= length;
+  freeRangeLocked(base - rangeBase_, length);
   return orSuccess;
+}
+
+void DeviceMemory::freeRangeLocked(std::size_t offset, std::size_t length) {
+  // Give the pages back before the range can be handed out again, so a new allocation never
+  // sees the old bytes' physical pages (it reads zeros, as fresh memory does).
+  fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+            static_cast<off_t>(length));
+  std::size_t start = offset, end = offset + length;
+  auto next = freeByOffset_.lower_bound(offset);
+  if (next != freeByOffset_.end() && next->first == end) {
+    end += next->second;
+    eraseFree(next);
+  }
+  auto prev = freeByOffset_.lower_bound(offset);
+  if (prev != freeByOffset_.begin()) {
+    --prev;
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      eraseFree(prev);
+    }
+  }
+  insertFree(start, end - start);
+}
+
+// [marker: map-import]
+bool DeviceMemory::mapImport(const void* base, std::size_t length, int file, std::size_t fileOffset,
+                             int exporter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(reinterpret_cast<std::uintptr_t>(base));
+  if (it == live_.end()) return false;
+  void* window = toKernel(base);
+  if (mmap(window, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, file,
+           static_cast<off_t>(fileOffset)) == MAP_FAILED) {
+    return false;
+  }
+  it->second.importedFrom = exporter;
+  return true;
+}
+
+orError_t DeviceMemory::releaseImport(const void* base) {
+  const auto address = reinterpret_cast<std::uintptr_t>(base);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(address);
+  if (it == live_.end() || it->second.importedFrom == 0) return orErrorInvalidDevicePointer;
+  const std::size_t length = it->second.reserved;
+  // MAP_FIXED replaces the foreign pages atomically; if even that fails the range stays taken
+  // (and still shows the other process's pages) rather than being handed out again.
+  if (mmap(toKernel(base), length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd_,
+           static_cast<off_t>(address - rangeBase_)) == MAP_FAILED) {
+    return orErrorMemoryAllocation;
+  }
+  live_.erase(it);
+  inUse_ -= length;
+  freeRangeLocked(address - rangeBase_, length);
+  return orSuccess;
+}
+
+orError_t DeviceMemory::retire(const void* p) {
+  const auto base = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(base);
+  if (it == live_.end() || it->second.importedFrom != 0) return orErrorInvalidDevicePointer;
+  retired_.emplace(base, it->second);
+  live_.erase(it);
+  return orSuccess;
+}
+
+void DeviceMemory::releaseRetired(const void* p) {
+  const auto base = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = retired_.find(base);
+  if (it == retired_.end()) return;
+  const std::size_t length = it->second.reserved;
+  retired_.erase(it);
+  inUse_ -= length;
+  freeRangeLocked(base - rangeBase_, length);
 }
 
 bool DeviceMemory::findLocked(std::uintptr_t p, Allocation* out) const {

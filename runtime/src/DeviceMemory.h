@@ -9,8 +9,10 @@
 //    where the bytes live; pages are allocated by the kernel on first touch.
 // A device address translates into the window by adding one constant (window - range): O(1), no
 // lock, no system call, no mprotect. Freed ranges are returned to the OS with
-// fallocate(PUNCH_HOLE), so a free really releases memory. The memfd is what a later IPC
-// implementation shares with other processes.
+// fallocate(PUNCH_HOLE), so a free really releases memory. The memfd is also what other processes
+// map to share this memory (Note [Sharing device memory between processes] in Ipc.h): an import
+// takes a range of the device like an allocation and maps the exporter's pages over its part of
+// the window; closing it maps the own memfd back before the range is released.
 #pragma once
 
 #include <openreg/runtime.h>
@@ -34,6 +36,7 @@ class DeviceMemory {
     std::uintptr_t base = 0;
     std::size_t size = 0;      // bytes requested
     std::size_t reserved = 0;  // bytes taken from the range (size rounded up)
+    int importedFrom = 0;      // the exporting process's id for an import (Ipc.h), else 0
   };
 
   DeviceMemory() = default;
@@ -76,6 +79,25 @@ class DeviceMemory {
   bool containsRange(const void* p, std::size_t bytes) const;
   std::size_t bytesInUse() const;
 
+  // --- sharing between processes (Ipc.cpp) ---------------------------------------------------
+  // The memory file and the offset of a device address in it.
+  int memoryFile() const { return memfd_; }
+  std::size_t offsetOf(const void* p) const {
+    return reinterpret_cast<std::uintptr_t>(p) - rangeBase_;
+  }
+  // Maps `length` bytes of another process's memory file at `fileOffset` over the window part of
+  // the allocation at `base`, which becomes an import of process `exporter`. False (errno set) if
+  // the mapping failed; the window is then unchanged.
+  bool mapImport(const void* base, std::size_t length, int file, std::size_t fileOffset,
+                 int exporter);
+  // Maps the own memory file back under the import at `base` and releases its range. Never
+  // punches holes in the other process's file.
+  orError_t releaseImport(const void* base);
+  // An exported allocation freed while other processes still map it: it leaves the live set (a
+  // second free or a copy is refused) but keeps its range and its pages until releaseRetired().
+  orError_t retire(const void* p);
+  void releaseRetired(const void* p);
+
   // For the fault handler: like find() but gives up instead of waiting for the lock.
   // Returns 1 found, 0 not found, -1 lock busy.
   int tryFindForSignal(const void* p, Allocation* out) const;
@@ -86,6 +108,7 @@ class DeviceMemory {
   void insertFree(std::size_t offset, std::size_t length);
   void eraseFree(std::map<std::size_t, std::size_t>::iterator it);
   bool findLocked(std::uintptr_t p, Allocation* out) const;
+  void freeRangeLocked(std::size_t offset, std::size_t length);
 
   int device_ = -1;
   int memfd_ = -1;
@@ -95,6 +118,7 @@ class DeviceMemory {
 
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, Allocation> live_;        // by base address
+  std::map<std::uintptr_t, Allocation> retired_;     // freed, still mapped by importers
   std::map<std::size_t, std::size_t> freeByOffset_;  // offset -> length
   FreeBySize freeBySize_;
   std::size_t inUse_ = 0;  // reserved bytes of live allocations

@@ -66,6 +66,10 @@ void reportDeviceFault(const Device& d, const void* address) {
       line.add(" bytes (offset ");
       line.addUnsigned(reinterpret_cast<std::uintptr_t>(address) - a.base, 10);
       line.add(")");
+      if (a.importedFrom != 0) {
+        line.add(", memory shared by process ");
+        line.addUnsigned(static_cast<std::uint64_t>(a.importedFrom), 10);
+      }
       break;
     case 0:
       line.add(", in no live allocation (freed, or never allocated)");

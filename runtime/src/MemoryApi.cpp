@@ -7,6 +7,7 @@
 
 #include "GuardedCopy.h"
 #include "HostMemory.h"
+#include "Ipc.h"
 #include "Poison.h"
 #include "Runtime.h"
 
@@ -195,6 +196,8 @@ orError_t orMalloc(void** devPtr, size_t size) {
     *devPtr = nullptr;
     return orSuccess;
   }
+  // Allocations freed while other processes still mapped them may be releasable now.
+  if (ipc::gRetired.load(std::memory_order_relaxed) > 0) ipc::collectRetired();
   std::string message;
   const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
   return e == orSuccess ? e : fail(e, "openreg: orMalloc: " + message);
@@ -212,11 +215,22 @@ orError_t orFree(void* devPtr) {
                 "openreg: orFree: devPtr is not the start of a live device allocation (an interior "
                 "pointer, a double free, or not from orMalloc)");
   }
+  if (a.importedFrom != 0) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orFree: devPtr is memory shared by process " +
+                    std::to_string(a.importedFrom) + "; close it with orIpcCloseMemHandle");
+  }
   // Work queued on a stream of any device may still use the memory, since every device reaches
   // every device's memory (cudaFree synchronizes too). A task failure stays pending for the next
   // synchronizing call: freeing never reports one (Note [Task errors] in Stream.cpp), so a caller
   // that frees never mistakes it for its own.
   waitForAllDevices();
+  // [marker: free-exported]
+  // Shared with other processes that still map it: kept until they let go (Ipc.h).
+  if (ipc::retireIfExported(*d, devPtr)) {
+    poisonMap().clear(a.base, a.reserved);
+    return orSuccess;
+  }
   if (d->memory.release(devPtr) != orSuccess) {
     return fail(orErrorInvalidDevicePointer,
                 "openreg: orFree: devPtr was freed by another thread meanwhile (double free)");

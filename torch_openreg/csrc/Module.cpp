@@ -3,8 +3,10 @@
 // (HANDLE_TH_ERRORS), so c10 errors arrive as the matching Python exception
 // (torch.OutOfMemoryError, RuntimeError, ...) without a C++ backtrace.
 #include <ATen/Context.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -12,6 +14,7 @@
 #include "aten/engine/Ledger.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
+#include "core/Ipc.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 
@@ -165,4 +168,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // Sharing between processes (core/Ipc.h, torch_openreg/openreg/ipc.py).
+  m.def("_ipc_share_storage", translated(+[](py::object storage) {
+          const auto s = openreg::ipc::shareStorage(torch::createStorage(storage.ptr()));
+          return py::make_tuple(py::bytes(s.handle), s.offset, s.nbytes);
+        }));
+  m.def("_ipc_open_storage",
+        translated(+[](const std::string& handle, size_t offset, size_t nbytes) {
+          return py::reinterpret_steal<py::object>(
+              THPStorage_Wrap(openreg::ipc::openSharedStorage(handle, offset, nbytes)));
+        }));
+  m.def("_ipc_collect", translated(+[] { return openreg::ipc::collectSentBlocks(); }));
 }

@@ -14,6 +14,8 @@ import torch
 
 from .. import _C
 from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from .ipc import *  # noqa: F403  (listed in ipc.__all__; registers the storage reducer)
+from .ipc import __all__ as _ipc_all
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
 from .memory import *  # noqa: F403  (listed in memory.__all__)
 from .random import *  # noqa: F403  (listed in random.__all__)
@@ -178,4 +180,5 @@ __all__ = [
     *_ledger.__all__,
     *_memory.__all__,
     *_random.__all__,
+    *_ipc_all,
 ]

@@ -9,6 +9,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Ipc.h"
 #include "core/Stream.h"
 
 namespace openreg {
@@ -91,7 +92,10 @@ void DeviceAllocator::emptyCache(c10::MempoolId_t) {
 // [marker: allocator-record-stream]
 void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get() == nullptr) return;  // empty tensors own no block
-  TORCH_CHECK(ptr.get_deleter() == &deleteBlock,
+  // Memory received from another process is freed after synchronizing every device: nothing to
+  // record. A storage sent to another process has another deleter but is still our block.
+  if (ipc::isImported(ptr)) return;
+  TORCH_CHECK(ptr.get_deleter() == &deleteBlock || ptr.get_deleter() == ipc::sentBlockDeleter(),
               "openreg: record_stream needs a tensor allocated by the openreg caching allocator");
   allocator::Block* block;
   {

@@ -10,6 +10,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Ipc.h"
 #include "core/Stream.h"
 
 namespace openreg::allocator {
@@ -102,6 +103,7 @@ Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, s
     // [marker: allocator-oom-retry]
     // Return what the cache holds and try once more, as CUDA's allocator does.
     stats_.num_alloc_retries += 1;
+    ipc::collectSentBlocks(device_);  // blocks other processes held and let go of (core/Ipc.h)
     releaseCachedSegments();
     block = allocateSegment(pool, stream, segmentSize);
   }

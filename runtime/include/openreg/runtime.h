@@ -27,8 +27,8 @@
  *
  * Functions that must not be called from inside a task (a function running on a stream): every
  * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
- * orMemset, orFree, orFreeHost, and orMemcpyAsync with pageable memory). Where CUDA would deadlock
- * the task's own stream, they return orErrorNotPermitted and do nothing.
+ * orMemset, orFree, orFreeHost, orIpcCloseMemHandle, and orMemcpyAsync with pageable memory). Where
+ * CUDA would deadlock the task's own stream, they return orErrorNotPermitted and do nothing.
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -285,6 +285,78 @@ OPENREG_RUNTIME_API orError_t orMemset(void* devPtr, int value, size_t count);
  * for tasks only (the host must not keep or dereference it outside a task, as a real device's
  * memory is out of its reach). orErrorInvalidDevicePointer if devPtr is not in a device range. */
 OPENREG_RUNTIME_API orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sharing device memory between processes (docs/ipc.md)
+ *
+ * A handle lets exactly one other process map an allocation: the same memory, not a copy. The
+ * handle is plain bytes (send it through a pipe, a socket or a pickle). It holds one reference
+ * to the allocation: orIpcGetMemHandle takes it, and it is given back when the importer closes
+ * the mapping (orIpcCloseMemHandle), when any process discards the unopened handle
+ * (orIpcDiscardMemHandle), or when the importer exits without closing. Until then the exporter's
+ * orFree of the allocation succeeds but keeps its range and its bytes (no other allocation gets
+ * them); they are released by a later call of the exporter once every handle's reference is back.
+ * Ordering between the processes is the caller's: synchronize the work that wrote the memory
+ * before sending the handle, and tell the other side when later writes are complete.
+ * The importing process maps the exporter's whole device memory file (only the allocation's
+ * pages are mapped, but a process that can open the file could map all of it): share with
+ * processes you would let read the device. Both processes must have been started without
+ * forking an initialized runtime (spawn), as for every call.
+ * ------------------------------------------------------------------------------------------- */
+
+#define OR_IPC_HANDLE_SIZE 64
+
+typedef struct orIpcMemHandle {
+  unsigned char reserved[OR_IPC_HANDLE_SIZE];
+} orIpcMemHandle_t;
+
+typedef struct orIpcMemHandleInfo {
+  int device;        /* the device index in both processes */
+  int exporterPid;   /* the process that made the handle */
+  uint64_t memoryId; /* identifies the exporter's device memory (with exporterPid) */
+  size_t offset;     /* of the allocation in that memory; equal offsets are one allocation */
+  size_t size;       /* bytes mapped: the allocation's size rounded up to memoryAlignment */
+  uint64_t serial;   /* unique among the handles of the exporter */
+} orIpcMemHandleInfo;
+
+/* [out] handle: a handle for the allocation containing devPtr (any address inside it), taking
+ * one reference to it (above). orErrorInvalidDevicePointer if devPtr is in no live allocation or
+ * in memory imported from another process (it cannot be passed on); orErrorMemoryAllocation if
+ * 4096 handles of this process are outstanding; orErrorInvalidValue if handle is NULL or the
+ * memory file cannot be shared. */
+OPENREG_RUNTIME_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
+
+/* [out] devPtr: the start of the allocation of `handle`, mapped into this process's range of the
+ * handle's device: copies, memsets and tasks reach it as any device memory, and the host faults
+ * on it. Takes over the handle's reference; each handle opens once. flags must be 0.
+ * orErrorInvalidValue: NULL devPtr, bad flags, bytes that are not a handle, a handle opened,
+ * closed or discarded before, made by this process, or whose exporter has exited (the message
+ * says which). orErrorInvalidDevice: the handle's device does not exist here.
+ * orErrorMemoryAllocation: the device's range has no room for the allocation. */
+OPENREG_RUNTIME_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle,
+                                                 unsigned int flags);
+
+/* Unmaps memory opened with orIpcOpenMemHandle, after synchronizing every device (work queued on
+ * any stream may still use it; as orFree), and gives the handle's reference back. The bytes stay
+ * with the exporter. orErrorInvalidDevicePointer if devPtr is not the start of an open import
+ * (orFree refuses imports). Never returns a task failure, as orFree. */
+OPENREG_RUNTIME_API orError_t orIpcCloseMemHandle(void* devPtr);
+
+/* Gives back the reference of a handle that will not be opened (for example because the
+ * allocation is already open here through another handle). Any process may call it, the
+ * exporter included. orErrorInvalidValue for bytes that are not a handle, a handle already
+ * opened or given back, or one whose exporter has exited. */
+OPENREG_RUNTIME_API orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle);
+
+/* In the exporter: orSuccess once the handle's reference has been given back (closed, discarded,
+ * or the importer exited), orErrorNotReady while it is held. orErrorInvalidValue for bytes that
+ * are not a handle of this process. */
+OPENREG_RUNTIME_API orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle);
+
+/* [out] info: what `handle` refers to, read from its bytes (nothing is opened). orErrorInvalidValue
+ * for NULL info or bytes that are not a handle. */
+OPENREG_RUNTIME_API orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info,
+                                                    orIpcMemHandle_t handle);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,133 @@
+"""The longer multi-process checks of sharing openreg memory (docs/ipc.md), run by `make test-ipc`
+(not collected by the default suite: several spawned interpreters, tens of seconds).
+
+Each case starts its own spawned processes; every get() and join() has a timeout."""
+
+import gc
+
+import torch
+import torch.multiprocessing as mp
+
+TIMEOUT = 120
+
+
+def _producer(queue, results, done):
+    base = torch.arange(0.0, 64.0, device="openreg:0")
+    other = torch.arange(10, dtype=torch.int64, device="openreg:1") * 7
+    queue.put((base, base[4:12], base[::4], other))
+    assert done.wait(timeout=TIMEOUT)
+    # The consumer wrote into base and synchronized before setting done.
+    results.put(base[0:3].cpu().tolist())
+    del base, other
+    gc.collect()
+    results.put(torch.openreg.ipc_collect())
+
+
+def _consumer(queue, results, done):
+    base, offset, strided, other = queue.get(timeout=TIMEOUT)
+    results.put(
+        {
+            "offset": (offset.cpu().tolist(), offset.storage_offset(), list(offset.stride())),
+            "strided": (strided.cpu().tolist(), list(strided.shape), list(strided.stride())),
+            "other": (str(other.device), other.cpu().tolist()),
+            "one_storage": offset.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(),
+        }
+    )
+    base[0:3] = torch.tensor([-1.0, -2.0, -3.0], device="openreg:0")
+    torch.openreg.synchronize()
+    del base, offset, strided, other
+    gc.collect()
+    done.set()
+
+
+def test_a_producer_and_a_consumer_process_share_views_both_ways_and_release():
+    context = mp.get_context("spawn")
+    queue, results, done = context.Queue(), context.Queue(), context.Event()
+    producer = context.Process(target=_producer, args=(queue, results, done))
+    consumer = context.Process(target=_consumer, args=(queue, results, done))
+    producer.start()
+    consumer.start()
+    seen = results.get(timeout=TIMEOUT)
+    written = results.get(timeout=TIMEOUT)
+    still_held = results.get(timeout=TIMEOUT)
+    for process in (producer, consumer):
+        process.join(timeout=TIMEOUT)
+        assert process.exitcode == 0
+    cpu = torch.arange(0.0, 64.0)
+    assert seen["offset"] == (cpu[4:12].tolist(), 4, [1])
+    assert seen["strided"] == (cpu[::4].tolist(), [16], [4])
+    assert seen["other"] == ("openreg:1", (torch.arange(10) * 7).tolist())
+    assert seen["one_storage"]
+    assert written == [-1.0, -2.0, -3.0]
+    assert still_held == 0  # the consumer let go before the producer dropped its tensors
+
+
+def _summer(inbox, outbox):
+    while (item := inbox.get(timeout=TIMEOUT)) is not None:
+        index, tensor = item
+        outbox.put((index, tensor.sum().item(), str(tensor.device)))
+        del tensor, item
+    outbox.put("done")
+
+
+def test_many_tensors_of_many_sizes_are_shared_and_every_block_comes_back():
+    context = mp.get_context("spawn")
+    inbox, outbox = context.Queue(), context.Queue()
+    child = context.Process(target=_summer, args=(inbox, outbox))
+    child.start()
+    torch.manual_seed(0)
+    expected = {}
+    for index in range(200):
+        size = int(torch.randint(1, 300_000, ()).item())
+        cpu = torch.randint(-100, 100, (size,), dtype=torch.int64)
+        expected[index] = (cpu.sum().item(), f"openreg:{index % 2}")
+        inbox.put((index, cpu.to(f"openreg:{index % 2}")))  # dropped here at once
+    inbox.put(None)
+    received = {}
+    while (message := outbox.get(timeout=TIMEOUT)) != "done":
+        received[message[0]] = message[1:]
+    child.join(timeout=TIMEOUT)
+    assert child.exitcode == 0
+    assert received == expected
+    assert torch.openreg.ipc_collect() == 0
+    gc.collect()
+    for device in range(2):
+        assert torch.openreg.memory_allocated(device) == 0
+
+
+def _short_lived_producer(queue):
+    queue.put(torch.arange(1000, dtype=torch.float32, device="openreg") * 2)
+    # Exits at once: the receiver's mapping keeps the pages.
+
+
+def test_a_tensor_outlives_the_process_that_allocated_it():
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    producer = context.Process(target=_short_lived_producer, args=(queue,))
+    producer.start()
+    tensor = queue.get(timeout=TIMEOUT)
+    producer.join(timeout=TIMEOUT)
+    assert producer.exitcode == 0
+    assert torch.equal(tensor.cpu(), torch.arange(1000, dtype=torch.float32) * 2)
+    tensor += 1  # still device memory, still writable
+    assert torch.equal(tensor.cpu(), torch.arange(1000, dtype=torch.float32) * 2 + 1)
+
+
+class OpenRegRows(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, index):
+        return torch.full((5,), float(index), device="openreg"), index
+
+
+def test_spawned_dataloader_workers_return_openreg_tensors():
+    loader = torch.utils.data.DataLoader(
+        OpenRegRows(), batch_size=4, num_workers=2, multiprocessing_context="spawn"
+    )
+    rows = []
+    for batch, indices in loader:
+        assert batch.device == torch.device("openreg:0")
+        assert torch.equal(batch.cpu(), indices.float()[:, None].expand(-1, 5))
+        rows.extend(indices.tolist())
+    assert rows == list(range(10))
