@@ -7,6 +7,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
+#include <openreg/activity.hpp>
 
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
@@ -165,4 +166,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // True while a profile records device activity (Note [Task activity]).
+  m.def("_device_activity_recording", translated(+[] { return openreg::taskActivityOn(); }));
 }
