@@ -205,3 +205,20 @@ def test_legacy_autograd_profiler_gives_true_device_times_without_warnings():
     [add] = [e for e in prof.function_events if e.name == "aten::add"]
     assert sleepy.device_time_total >= 30_000  # microseconds, as the CUDA stubs give them
     assert 0 < add.device_time_total < sleepy.device_time_total
+
+
+def test_a_failed_kernel_raises_as_without_profiler_and_is_marked_failed(tmp_path):
+    data = torch.arange(12.0).view(3, 4).to("openreg")
+    bad = torch.tensor([0, 7]).to("openreg")  # row 7 of a 3-row tensor: fails inside its task
+    torch.openreg.synchronize()
+    with profile(activities=DEVICE) as prof:
+        result = data.index_select(0, bad)
+        with pytest.raises(IndexError, match="index out of range in self"):
+            result.cpu()  # does not run: reads what the failed kernel poisoned
+    events = trace_events(prof, tmp_path)
+    [kernel] = tasks(events, "aten::index_select kernel")
+    assert kernel["args"]["failed"] == 1
+    [copy] = tasks(events, "Memcpy DtoH")
+    assert copy["args"]["failed"] == 1
+    ok = data + 1  # the device stays usable
+    assert torch.equal(ok.cpu(), torch.arange(12.0).view(3, 4) + 1)
