@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler
 
 all: build
 
@@ -115,6 +115,11 @@ bench: build
 	build/release/bench/runtime_bench bench/results/runtime.json
 	build/release/bench/allocator_bench bench/results/allocator.json
 	$(PYTHON) bench/engine_bench.py bench/results/engine.json
+
+# What the profiler costs per operator call, off and on, openreg against the CPU (docs/profiling.md).
+bench-profiler: build
+	@mkdir -p bench/results
+	$(PYTHON) bench/profiler_bench.py --json bench/results/profiler.json
 
 clean:
 	rm -rf build

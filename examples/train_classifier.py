@@ -6,24 +6,31 @@ cross, stripes, triangle) at random places, sizes and brightness. The same model
 train on openreg:0 and on the CPU, in alternating blocks of steps, so the two losses print side
 by side as training goes. Then the demo shows what the device did: whether every loss and every
 parameter is bitwise equal to the CPU's, test accuracy, time per step against the CPU, peak
-device memory, and the path each operator call took (docs/operators.md).
+device memory, the path each operator call took (docs/operators.md), and a profile of a few
+more steps: device time per stream row and per operator, and where the trace was written
+(docs/profiling.md).
 
 Everything the loop needs lives on the device before it starts: the images, and the indices of
 every batch (drawn on the CPU from a seeded generator). A step then launches work and returns;
 only reading a loss for the printout makes the host wait.
 """
 
+import json
 import math
 import os
+import pathlib
 import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 SHAPES = ("disk", "ring", "square", "frame", "plus", "cross", "stripes", "triangle")
 SIZE, TRAIN, TEST = 32, 4096, 1024
 STEPS, BATCH, PRINT_EVERY = 300, 64, 25
+PROFILED_STEPS = 3
+TRACE_PATH = pathlib.Path(os.environ.get("OPENREG_DEMO_TRACE", "build/demo/openreg_trace.json"))
 PATHS = ("native", "async", "sync", "copying")
 
 
@@ -99,6 +106,40 @@ class Run:
 
     def state(self) -> list[torch.Tensor]:
         return [t.detach().cpu() for t in self.model.state_dict().values()]
+
+
+def profile_steps(run: Run) -> None:
+    """Profiles a few steps with device activity, prints what each stream row of the trace holds
+    and the operators that used the most device time, and says where the trace is."""
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        run.train(range(PROFILED_STEPS))
+    TRACE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(TRACE_PATH))
+    events = json.loads(TRACE_PATH.read_text())["traceEvents"]
+    rows = {}
+    for e in events:
+        if e.get("ph") == "M" and e["name"] == "thread_name":
+            rows.setdefault((e["pid"], e["tid"]), e["args"]["name"])
+    tasks = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    print(f"{'row (device, stream)':<24} {'tasks':>6} {'busy ms':>9} {'span ms':>9} {'busy %':>7}  longest tasks")
+    for pid, tid in sorted({(e["pid"], e["tid"]) for e in tasks}):
+        mine = [e for e in tasks if (e["pid"], e["tid"]) == (pid, tid)]
+        busy = sum(e["dur"] for e in mine) / 1e3
+        span = (max(e["ts"] + e["dur"] for e in mine) - min(e["ts"] for e in mine)) / 1e3
+        by_name = {}
+        for e in mine:
+            by_name[e["name"]] = by_name.get(e["name"], 0.0) + e["dur"] / 1e3
+        longest = ", ".join(f"{n} {t:.1f} ms" for n, t in sorted(by_name.items(), key=lambda kv: -kv[1])[:3])
+        print(f"{f'openreg:{pid}, ' + rows.get((pid, tid), str(tid)):<24} {len(mine):>6} {busy:>9.2f} "
+              f"{span:>9.2f} {busy / span * 100 if span else 0:>6.1f}%  {longest}")
+    averages = sorted(
+        (e for e in prof.key_averages() if e.self_device_time_total > 0 and not e.key.endswith(" kernel")
+         and e.key not in {e2["name"] for e2 in tasks}),
+        key=lambda e: -e.self_device_time_total,
+    )
+    print("operators with the most device time: " + ", ".join(
+        f"{e.key} {e.self_device_time_total / 1e3:.1f} ms ({e.count} calls)" for e in averages[:5]))
+    print(f"trace written to {TRACE_PATH.resolve()} (open it in https://ui.perfetto.dev)")
 
 
 def main() -> None:
@@ -180,6 +221,9 @@ def main() -> None:
     others = {k: v for k, v in paths.items() if k not in (*PATHS, "copied_bytes")}
     if others:
         print("other counters: " + ", ".join(f"{k} {v}" for k, v in others.items()))
+
+    print(f"\n== profile of {PROFILED_STEPS} more steps on openreg (docs/profiling.md) ==")
+    profile_steps(device)
 
     if not (losses_equal and equal_tensors == len(state_cpu)):
         raise SystemExit("openreg and CPU results differ")

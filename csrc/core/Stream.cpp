@@ -1,6 +1,7 @@
 #include "core/Stream.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/activity.hpp>
 #include <openreg/task.hpp>
 
 #include <array>
@@ -164,6 +165,7 @@ OpenRegStream getStreamFromExternal(orStream_t stream, DeviceIndex device) {
 void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
   TORCH_CHECK(milliseconds >= 0, "openreg: _sleep needs a non-negative duration, got ",
               milliseconds);
+  const openreg::ScopedTaskLabel label(openreg::TaskKind::Kernel, "openreg::_sleep");
   OPENREG_CHECK(openreg::launch(stream.stream(), [milliseconds] {
     std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
   }));

@@ -1,5 +1,6 @@
 // Memory entry points: device and pinned allocations, copies, memset, pointer queries.
 #include <openreg/runtime.h>
+#include <openreg/activity.hpp>
 #include <openreg/task.hpp>
 
 #include <cstring>
@@ -148,6 +149,13 @@ StreamOp copyOp(const char* call, void* dst, const void* src, std::size_t count,
   return op;
 }
 
+// What a profiler calls the copy (Note [Task activity]).
+ScopedTaskLabel copyLabel(const Side& d, const Side& s) {
+  const char* name = d.device != nullptr ? (s.device != nullptr ? "Memcpy DtoD" : "Memcpy HtoD")
+                                         : (s.device != nullptr ? "Memcpy DtoH" : "Memcpy HtoH");
+  return ScopedTaskLabel(TaskKind::Memcpy, name);
+}
+
 // A copy that completes before the call returns: orMemcpy, and orMemcpyAsync with pageable memory.
 orError_t copyAndWait(const char* call, Stream& stream, void* dst, const void* src,
                       std::size_t count, const Side& d, const Side& s) {
@@ -182,6 +190,7 @@ orError_t enqueueMemset(const char* call, Stream& stream, void* devPtr, int valu
     return e;
   StreamOp op;
   op.task = Task(MemsetTask{d->memory.toKernel(devPtr), value, count});
+  const ScopedTaskLabel label(TaskKind::Memset, "Memset");
   return launchOp(stream, std::move(op), mustComplete);
 }
 
@@ -317,6 +326,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
+  const ScopedTaskLabel label = copyLabel(d, s);
   if (!pageable) {
     return launchOp(*stream, copyOp("orMemcpyAsync", dst, src, count, d, s, nullptr));
   }
@@ -331,6 +341,7 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
   if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
   if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
+  const ScopedTaskLabel label = copyLabel(d, s);
   return copyAndWait("orMemcpy", stream, dst, src, count, d, s);
 }
 

@@ -9,6 +9,7 @@
 #include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
+#include <openreg/activity.hpp>
 
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
@@ -179,4 +180,6 @@ PYBIND11_MODULE(_C, m) {
               THPStorage_Wrap(openreg::ipc::openSharedStorage(handle, offset, nbytes)));
         }));
   m.def("_ipc_collect", translated(+[] { return openreg::ipc::collectSentBlocks(); }));
+  // True while a profile records device activity (Note [Task activity]).
+  m.def("_device_activity_recording", translated(+[] { return openreg::taskActivityOn(); }));
 }

@@ -1,0 +1,71 @@
+// openreg task activity: the device-side timeline a profiler reads (what CUPTI's activity API is
+// to CUDA).
+//
+// Note [Task activity]
+// While a recording is on (beginTaskActivity .. endTaskActivity), every stream task launched
+// (a kernel through openreg::launch or orLaunchHostFunc, a copy, a memset) is timed by the worker
+// that runs it: its start and end, the stream and device, its kind and name, when and from which
+// host thread it was launched, and the correlation id the launching host thread had pushed
+// (pushLaunchCorrelation; a profiler pushes the id of the operator it is recording, so the device
+// work is charged to the operator that launched it). When no recording is on, a launch reads one
+// relaxed atomic flag and nothing else: the task is not wrapped, timed or counted.
+// Event records and waits are not tasks and are not recorded.
+//
+// Threading: begin/end from one controlling thread at a time; launches from any thread. One
+// recording at a time (a second beginTaskActivity while one is on returns false).
+// Times are nanoseconds since the Unix epoch (std::chrono::system_clock), the clock profilers
+// (Kineto) put their host events on.
+#pragma once
+
+#include <openreg/runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace openreg {
+
+enum class TaskKind : std::uint8_t { Kernel, Memcpy, Memset };
+
+// [marker: task-activity]
+struct TaskActivity {
+  TaskKind kind = TaskKind::Kernel;
+  // A static string ("Memcpy HtoD", "Memset", a name given with ScopedTaskLabel), or nullptr for a
+  // kernel launched without a label (a profiler names it after its launching operator).
+  const char* name = nullptr;
+  int device = 0;
+  std::uint64_t stream = 0;       // the orStream_t handle value
+  std::uint64_t correlation = 0;  // innermost pushLaunchCorrelation id at launch; 0: none
+  std::int64_t launchThread = 0;  // OS thread id (gettid) of the launching host thread
+  std::int64_t launchNs = 0;      // when the launch queued the task
+  std::int64_t startNs = 0;       // when a worker started it
+  std::int64_t endNs = 0;         // when it returned or threw
+  bool failed = false;            // it threw (or did not run: its inputs were poisoned)
+};
+
+// Starts recording. False (and nothing changes) if a recording is already on.
+OPENREG_RUNTIME_API bool beginTaskActivity();
+// Stops recording, waits until every task launched during it has run (or been dropped), and
+// returns their activities in completion order. Empty if no recording was on. Not from a task.
+OPENREG_RUNTIME_API std::vector<TaskActivity> endTaskActivity();
+// True while a recording is on.
+OPENREG_RUNTIME_API bool taskActivityOn() noexcept;
+
+// The calling thread's correlation stack: launches made while an id is pushed carry the top one.
+OPENREG_RUNTIME_API void pushLaunchCorrelation(std::uint64_t id) noexcept;
+OPENREG_RUNTIME_API void popLaunchCorrelation() noexcept;
+
+// Names the tasks the calling thread launches while it lives (innermost wins). `name` must be a
+// string with static storage duration. Costs two thread-local stores.
+class OPENREG_RUNTIME_API ScopedTaskLabel {
+ public:
+  ScopedTaskLabel(TaskKind kind, const char* name) noexcept;
+  ~ScopedTaskLabel();
+  ScopedTaskLabel(const ScopedTaskLabel&) = delete;
+  ScopedTaskLabel& operator=(const ScopedTaskLabel&) = delete;
+
+ private:
+  TaskKind previousKind_;
+  const char* previousName_;
+};
+
+}  // namespace openreg
