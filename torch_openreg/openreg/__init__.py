@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from . import amp, debug, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
 from .memory import *  # noqa: F403  (listed in memory.__all__)
 from .random import *  # noqa: F403  (listed in random.__all__)
@@ -156,6 +156,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 __all__ = [
     "Event",
     "amp",
+    "debug",
     "Stream",
     "StreamContext",
     "current_device",
