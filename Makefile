@@ -93,6 +93,7 @@ test: check-format check-lint check-docs test-runtime sanitize test-python
 # The main job: a model trained on openreg, compared with the CPU (examples/train_classifier.py).
 demo: build
 	$(PYTHON) examples/train_classifier.py
+	$(PYTHON) examples/memory_history.py build/demo
 
 # The OpInfo conformance sweep: every operator PyTorch tests, on openreg against the CPU, every
 # dtype, forward and backward; writes conformance/coverage.{json,md} (docs/conformance.md).
@@ -120,6 +121,10 @@ bench: build
 bench-profiler: build
 	@mkdir -p bench/results
 	$(PYTHON) bench/profiler_bench.py --json bench/results/profiler.json
+# What the debug modes and memory history cost when on (docs/debugging.md).
+.PHONY: bench-debug
+bench-debug: build
+	$(PYTHON) bench/debug_modes_bench.py bench/results/debug_modes.json
 
 clean:
 	rm -rf build

@@ -47,6 +47,7 @@ def _register() -> None:
 
 
 _register()
+openreg.debug._enable_from_environment()  # OPENREG_DEBUG_*, OPENREG_STREAM_SANITIZER, OPENREG_FAULT_INJECTION
 
 
 __all__ = ["openreg"]

@@ -17,12 +17,15 @@
 #include <c10/util/SmallVector.h>
 #include <openreg/task.hpp>
 
+#include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "aten/KernelAlias.h"
 #include "core/Exception.h"
+#include "core/FaultInjection.h"
 #include "core/Stream.h"
 
 namespace openreg {
@@ -39,8 +42,10 @@ namespace openreg {
 // (oneDNN's RNN layers choose their training or inference algorithm by it) would then compute
 // differently from the CPU call they mirror.
 template <class F>
-void runKernel(std::string_view op, F& kernel) {
+void runKernel(std::string_view op, F& kernel,
+               const std::shared_ptr<const std::string>& injected = nullptr) {
   try {
+    if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     at::AutoDispatchBelowADInplaceOrView guard;
     kernel();
   } catch (...) {
@@ -54,8 +59,9 @@ struct KernelTask {
   const char* op;
   F kernel;
   c10::SmallVector<MemoryAccess, 6> uses;
+  std::shared_ptr<const std::string> injected;  // Note [Fault injection] in core/FaultInjection.h
 
-  void operator()() { runKernel(op, kernel); }
+  void operator()() { runKernel(op, kernel, injected); }
   void accesses(AccessList& out) const { out.insert(out.end(), uses.begin(), uses.end()); }
 };
 
@@ -63,7 +69,7 @@ struct KernelTask {
 template <class F>
 KernelTask<std::decay_t<F>> kernelTask(const char* op, c10::ArrayRef<at::Tensor> reads,
                                        c10::ArrayRef<at::Tensor> writes, F&& kernel) {
-  KernelTask<std::decay_t<F>> task{op, std::forward<F>(kernel), {}};
+  KernelTask<std::decay_t<F>> task{op, std::forward<F>(kernel), {}, nullptr};
   for (const at::Tensor& t : reads) task.uses.push_back(memoryAccess(t, true, false));
   for (const at::Tensor& t : writes) task.uses.push_back(memoryAccess(t, false, true));
   return task;
@@ -75,8 +81,9 @@ KernelTask<std::decay_t<F>> kernelTask(const char* op, c10::ArrayRef<at::Tensor>
 template <class F>
 void launchOnCurrentStream(c10::Device device, const char* op, c10::ArrayRef<at::Tensor> reads,
                            c10::ArrayRef<at::Tensor> writes, F&& kernel) {
-  OPENREG_CHECK(openreg::launch(getCurrentOpenRegStream(device.index()).stream(),
-                                kernelTask(op, reads, writes, std::forward<F>(kernel))));
+  auto task = kernelTask(op, reads, writes, std::forward<F>(kernel));
+  if (FaultInjection::armed()) task.injected = FaultInjection::kernelLaunch(device.index());
+  OPENREG_CHECK(openreg::launch(getCurrentOpenRegStream(device.index()).stream(), std::move(task)));
 }
 
 }  // namespace openreg

@@ -1,4 +1,5 @@
 #include "core/Functions.h"
+#include "core/DeviceTrace.h"
 
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
@@ -53,6 +54,7 @@ c10::DeviceIndex MaybeExchangeDevice(c10::DeviceIndex device) {
 void device_synchronize(c10::DeviceIndex device) {
   DeviceScope scope(device);
   OPENREG_CHECK(orDeviceSynchronize());
+  if (auto* t = trace::active()) (*t)->trace_gpu_device_synchronization(trace::kDevice);
 }
 
 DeviceProperties getDeviceProperties(c10::DeviceIndex device) {

@@ -11,13 +11,17 @@
 #include <torch/csrc/utils/pybind.h>
 #include <openreg/activity.hpp>
 
+#include "MemorySnapshot.h"
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
+#include "core/DeviceTrace.h"
+#include "core/FaultInjection.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
 #include "core/Ipc.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
+#include "core/allocator/MemoryHistory.h"
 
 namespace py = pybind11;
 
@@ -60,37 +64,6 @@ py::dict toDict(const openreg::engine::PathCounts& counts) {
   d["copied_bytes"] = counts.copiedBytes;
   d["meta_calls"] = counts.metaCalls;
   return d;
-}
-
-// The segments of the caching allocator as torch.cuda.memory_snapshot() lists them.
-py::list toList(const std::vector<c10::CachingDeviceAllocator::SegmentInfo>& snapshot) {
-  py::list segments;
-  for (const auto& segment : snapshot) {
-    py::dict s;
-    s["device"] = static_cast<int>(segment.device);
-    s["address"] = segment.address;
-    s["total_size"] = segment.total_size;
-    s["allocated_size"] = segment.allocated_size;
-    s["active_size"] = segment.active_size;
-    s["requested_size"] = segment.requested_size;
-    s["stream"] = reinterpret_cast<uintptr_t>(segment.stream);
-    s["segment_type"] = segment.is_large ? "large" : "small";
-    py::list blocks;
-    size_t address = segment.address;
-    for (const auto& block : segment.blocks) {
-      py::dict b;
-      b["address"] = address;
-      b["size"] = block.size;
-      b["requested_size"] = block.requested_size;
-      b["state"] = block.allocated ? "active_allocated"
-                                   : (block.active ? "active_pending_free" : "inactive");
-      blocks.append(b);
-      address += block.size;
-    }
-    s["blocks"] = blocks;
-    segments.append(s);
-  }
-  return segments;
 }
 
 }  // namespace
@@ -154,8 +127,26 @@ PYBIND11_MODULE(_C, m) {
               openreg::getDefaultGenerator(static_cast<c10::DeviceIndex>(device))));
         }));
   // [marker: bindings-memory]
-  m.def("_memory_snapshot",
-        translated(+[] { return toList(openreg::deviceAllocator().snapshot()); }));
+  m.def("_memory_snapshot", translated(+[] {
+          return openreg::bindings::segmentsToList(openreg::deviceAllocator().snapshot());
+        }));
+  // [marker: bindings-memory-history]
+  m.def("_record_memory_history", translated(+[](bool enabled, size_t maxEntries, bool cpp) {
+          if (enabled) {
+            openreg::allocator::MemoryHistory::start(maxEntries, cpp);
+          } else {
+            openreg::allocator::MemoryHistory::stop();
+          }
+        }));
+  m.def("_clear_memory_history", translated(+[] { openreg::allocator::MemoryHistory::clear(); }));
+  m.def("_memory_history_snapshot",
+        translated(+[] { return openreg::bindings::historySnapshot(); }));
+  m.def("_set_device_trace",
+        translated(+[](bool enabled) { openreg::trace::gEnabled.store(enabled); }));
+  // [marker: bindings-fault-injection]
+  m.def("_set_fault_injection", translated(+[](int64_t oomAt, int64_t kernelAt, int lostDevice) {
+          openreg::FaultInjection::configure(oomAt, kernelAt, lostDevice);
+        }));
   // [marker: bindings-ledger]
   m.def("_path_counts", translated(+[] { return toDict(openreg::engine::pathCounts()); }));
   m.def("_route_to_copying_fallback", translated(+[](const std::string& name) {

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from . import amp, debug, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
 from .ipc import *  # noqa: F403  (listed in ipc.__all__; registers the storage reducer)
 from .ipc import __all__ as _ipc_all
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
@@ -158,6 +158,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 __all__ = [
     "Event",
     "amp",
+    "debug",
     "Stream",
     "StreamContext",
     "current_device",

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot  # noqa: F401
 
 
 def _index(device: Any) -> int:

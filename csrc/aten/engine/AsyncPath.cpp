@@ -17,6 +17,7 @@
 #include "aten/engine/Paths.h"
 #include "aten/engine/ShapeCache.h"
 #include "core/Exception.h"
+#include "core/FaultInjection.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
@@ -160,6 +161,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     task->generator = deviceGenerator(op, args[task->generatorIndex], device);
     task->args[task->generatorIndex].value = c10::IValue();
   }
+  if (FaultInjection::armed()) task->injected = FaultInjection::kernelLaunch(device.index());
   // [marker: engine-async-launch]
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
   at::Generator generator = task->generator;

@@ -7,6 +7,7 @@
 #include "aten/engine/HeldWarnings.h"
 #include "aten/engine/OutputRepair.h"
 #include "core/Exception.h"
+#include "core/FaultInjection.h"
 #include "core/Generator.h"
 
 namespace openreg::engine {
@@ -19,6 +20,7 @@ constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 // [marker: engine-task-run]
 void AsyncTask::operator()() {
   try {
+    if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     // Note [Tasks run below autograd] in NativeKernel.h
     at::AutoDispatchBelowADInplaceOrView guard;
     Aliases aliases;

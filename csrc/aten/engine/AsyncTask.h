@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct AsyncTask {
       slots;                // per output: its return index, list position
   at::Generator generator;  // random operators: the device generator
   int generatorIndex = -1;
+  std::shared_ptr<const std::string> injected;  // Note [Fault injection] in core/FaultInjection.h
 
   void operator()();
   // What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h).

@@ -1,4 +1,5 @@
 #include "core/allocator/DeviceAllocator.h"
+#include "core/DeviceTrace.h"
 
 #include <ATen/EmptyTensor.h>
 
@@ -35,6 +36,9 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
     std::lock_guard<std::mutex> lock(blocksMutex_);
     blocks_.emplace(block->ptr, block);
   }
+  if (auto* t = trace::active()) {  // Note [Device trace] in core/DeviceTrace.h
+    (*t)->trace_gpu_memory_allocation(trace::kDevice, trace::handle(block->ptr));
+  }
   return {block->ptr, block->ptr, &deleteBlock, where};
 }
 
@@ -49,6 +53,13 @@ void DeviceAllocator::deleteBlock(void* ptr) noexcept {
 // Never throws: see Note [A free never throws] in DeviceCachingAllocator.h.
 void DeviceAllocator::free(void* ptr) noexcept {
   if (ptr == nullptr) return;
+  if (auto* t = trace::active()) {
+    try {
+      (*t)->trace_gpu_memory_deallocation(trace::kDevice, trace::handle(ptr));
+    } catch (...) {
+      // A free never throws (Note [A free never throws]).
+    }
+  }
   allocator::Block* block = nullptr;
   {
     std::lock_guard<std::mutex> lock(blocksMutex_);

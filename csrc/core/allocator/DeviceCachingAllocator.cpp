@@ -9,9 +9,11 @@
 #include <string>
 
 #include "core/Exception.h"
+#include "core/FaultInjection.h"
 #include "core/Functions.h"
 #include "core/Ipc.h"
 #include "core/Stream.h"
+#include "core/allocator/MemoryHistory.h"
 
 namespace openreg::allocator {
 namespace {
@@ -63,6 +65,10 @@ DeviceCachingAllocator::StatTypes DeviceCachingAllocator::statTypes(const BlockP
 // [marker: allocator-malloc]
 Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (FaultInjection::armed()) {  // Note [Fault injection] in core/FaultInjection.h
+    const std::string note = FaultInjection::allocation(device_);
+    if (!note.empty()) throwOutOfMemory(requested, roundSize(requested), note);
+  }
   processEvents();
   const size_t size = roundSize(requested);
   BlockPool& pool = size <= kSmallSize ? smallBlocks_ : largeBlocks_;
@@ -88,6 +94,9 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     stats_.active_bytes[t].increase(block->size);
     stats_.requested_bytes[t].increase(requested);
   });
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::Alloc, device_, block->ptr, block->size, stream);
+  }
   return block;
 }
 
@@ -115,6 +124,10 @@ Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, s
 // [marker: allocator-free]
 void DeviceCachingAllocator::free(Block* block) noexcept {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::FreeRequested, device_, block->ptr, block->size,
+                          block->stream);
+  }
   block->allocated = false;
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
     stats_.allocation[t].decrease(1);
@@ -210,6 +223,9 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
     stats_.segment[t].increase(1);
     stats_.reserved_bytes[t].increase(segmentSize);
   });
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::SegmentAlloc, device_, ptr, segmentSize, stream);
+  }
   return new Block(stream, segmentSize, &pool, ptr);
 }
 
@@ -238,6 +254,9 @@ void DeviceCachingAllocator::eraseFree(Block* block) {
 // Returns a block with no pending events to its pool, merged with free neighbours.
 void DeviceCachingAllocator::freeBlock(Block* block) {
   const size_t size = block->size;
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::FreeCompleted, device_, block->ptr, size, block->stream);
+  }
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
     stats_.active[t].decrease(1);
     stats_.active_bytes[t].decrease(size);
@@ -313,6 +332,10 @@ void DeviceCachingAllocator::releaseCachedSegments() {
       stats_.segment[t].decrease(1);
       stats_.reserved_bytes[t].decrease(block->size);
     });
+    if (MemoryHistory::recording()) {
+      MemoryHistory::record(TraceAction::SegmentFree, device_, block->ptr, block->size,
+                            block->stream);
+    }
     delete block;
   }
   if (error) std::rethrow_exception(error);
@@ -323,19 +346,24 @@ void DeviceCachingAllocator::emptyCache() {
   releaseCachedSegments();
 }
 
-void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSize) {
+void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSize,
+                                              const std::string& note) {
   stats_.num_ooms += 1;
   size_t free = 0, total = 0;
   {
     DeviceScope scope(device_);
     OPENREG_CHECK(orMemGetInfo(&free, &total));
   }
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::Oom, device_, reinterpret_cast<void*>(free), requested,
+                          getCurrentOpenRegStream(device_).unwrap());
+  }
   const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
   const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[aggregate].current);
   const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[aggregate].current);
   TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ",
                    static_cast<int>(device_), ": tried to allocate ", formatBytes(requested),
-                   " (a ", formatBytes(segmentSize), " segment). The device has ",
+                   " (a ", formatBytes(segmentSize), " segment)", note, ". The device has ",
                    formatBytes(total), " in total and ", formatBytes(free), " free; PyTorch holds ",
                    formatBytes(allocated), " in tensors and ", formatBytes(reserved),
                    " reserved by the caching allocator. Free tensors you no longer "

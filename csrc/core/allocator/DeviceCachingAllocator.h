@@ -34,6 +34,7 @@
 
 #include <deque>
 #include <mutex>
+#include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -79,7 +80,8 @@ class DeviceCachingAllocator {
   void processEvents();
   void synchronizeAndProcessEvents();
   void releaseCachedSegments();
-  [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
+  [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize,
+                                     const std::string& note = {});
 
   const c10::DeviceIndex device_;
   std::recursive_mutex mutex_;

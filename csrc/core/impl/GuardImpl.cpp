@@ -1,4 +1,5 @@
 #include "core/impl/GuardImpl.h"
+#include "core/DeviceTrace.h"
 
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
@@ -110,6 +111,10 @@ bool GuardImpl::queryStream(const c10::Stream& stream) const {
 
 void GuardImpl::synchronizeStream(const c10::Stream& stream) const {
   OpenRegStream(stream).synchronize();
+  if (auto* t = trace::active()) {  // Note [Device trace] in core/DeviceTrace.h
+    (*t)->trace_gpu_stream_synchronization(trace::kDevice,
+                                           trace::handle(OpenRegStream(stream).stream()));
+  }
 }
 
 void GuardImpl::synchronizeDevice(const DeviceIndex device_index) const {
@@ -130,13 +135,22 @@ void GuardImpl::record(void** event, const c10::Stream& stream, const DeviceInde
     OPENREG_CHECK(orEventCreateWithFlags(
         &created, flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming));
     *event = created;
+    if (auto* t = trace::active())
+      (*t)->trace_gpu_event_creation(trace::kDevice, trace::handle(created));
   }
   OPENREG_CHECK(orEventRecord(asEvent(*event), s.stream()));
+  if (auto* t = trace::active()) {
+    (*t)->trace_gpu_event_record(trace::kDevice, trace::handle(*event), trace::handle(s.stream()));
+  }
 }
 
 void GuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) return;  // never recorded: nothing to wait for
   OPENREG_CHECK(orStreamWaitEvent(OpenRegStream(stream).stream(), asEvent(event), 0));
+  if (auto* t = trace::active()) {
+    (*t)->trace_gpu_event_wait(trace::kDevice, trace::handle(event),
+                               trace::handle(OpenRegStream(stream).stream()));
+  }
 }
 
 bool GuardImpl::queryEvent(void* event) const {
@@ -150,6 +164,8 @@ bool GuardImpl::queryEvent(void* event) const {
 void GuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
   OPENREG_CHECK(orEventSynchronize(asEvent(event)));
+  if (auto* t = trace::active())
+    (*t)->trace_gpu_event_synchronization(trace::kDevice, trace::handle(event));
 }
 
 double GuardImpl::elapsedTime(void* event1, void* event2, const DeviceIndex) const {
@@ -161,7 +177,10 @@ double GuardImpl::elapsedTime(void* event1, void* event2, const DeviceIndex) con
 }
 
 void GuardImpl::destroyEvent(void* event, const DeviceIndex) const noexcept {
-  if (event != nullptr) OPENREG_WARN(orEventDestroy(asEvent(event)));
+  if (event == nullptr) return;
+  if (auto* t = trace::active())
+    (*t)->trace_gpu_event_deletion(trace::kDevice, trace::handle(event));
+  OPENREG_WARN(orEventDestroy(asEvent(event)));
 }
 
 void GuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
