@@ -12,6 +12,7 @@
 #include "aten/engine/Ledger.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
+#include "core/Graph.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 
@@ -87,6 +88,26 @@ py::list toList(const std::vector<c10::CachingDeviceAllocator::SegmentInfo>& sna
     segments.append(s);
   }
   return segments;
+}
+
+// DeviceStats::reserved_bytes_by_private_pools, which torch.accelerator.memory_stats does not
+// report in 2.13.0: {(pool id): {"all"|"small_pool"|"large_pool": {"current", ...}}}.
+py::dict toDict(const c10::CachingDeviceAllocator::DeviceStats& stats) {
+  py::dict pools;
+  for (const auto& [id, array] : stats.reserved_bytes_by_private_pools) {
+    py::dict types;
+    const char* names[] = {"all", "small_pool", "large_pool"};
+    for (size_t t = 0; t < 3; ++t) {
+      py::dict s;
+      s["current"] = array[t].current;
+      s["peak"] = array[t].peak;
+      s["allocated"] = array[t].allocated;
+      s["freed"] = array[t].freed;
+      types[names[t]] = s;
+    }
+    pools[py::make_tuple(id.first, id.second)] = types;
+  }
+  return pools;
 }
 
 }  // namespace
@@ -165,4 +186,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // [marker: bindings-graphs]
+  m.def("_graph_pool_handle", translated(+[] {
+          const c10::MempoolId_t id = openreg::graphPoolHandle();
+          return py::make_tuple(id.first, id.second);
+        }));
+  m.def("_reserved_bytes_by_private_pools", translated(+[](int device) {
+          return toDict(openreg::deviceAllocator().getDeviceStats(device));
+        }));
+  m.def("_is_current_stream_capturing",
+        translated(+[] { return openreg::isCurrentStreamCapturing(); }));
 }

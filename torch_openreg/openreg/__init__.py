@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import amp, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from . import amp, graphs as _graphs, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from .graphs import *  # noqa: F403  (listed in graphs.__all__)
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
 from .memory import *  # noqa: F403  (listed in memory.__all__)
 from .random import *  # noqa: F403  (listed in random.__all__)
@@ -178,4 +179,5 @@ __all__ = [
     *_ledger.__all__,
     *_memory.__all__,
     *_random.__all__,
+    *_graphs.__all__,
 ]

@@ -64,7 +64,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   processEvents();
   const size_t size = roundSize(requested);
-  BlockPool& pool = size <= kSmallSize ? smallBlocks_ : largeBlocks_;
+  BlockPool& pool = poolFor(size, stream);
   Block* block = takeFreeBlock(pool, stream, size);
   if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
@@ -208,6 +208,7 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
     stats_.segment[t].increase(1);
     stats_.reserved_bytes[t].increase(segmentSize);
   });
+  countPrivateSegment(pool, segmentSize, /*added=*/true);
   return new Block(stream, segmentSize, &pool, ptr);
 }
 
@@ -286,11 +287,11 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 // counts as released when orFree succeeded or the runtime no longer knows the pointer; otherwise
 // it stays in its pool, cached and counted. The first error is raised once every segment has
 // been tried.
-void DeviceCachingAllocator::releaseCachedSegments() {
+void DeviceCachingAllocator::releaseCachedSegments(PrivatePool* only) {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
   std::vector<Block*> segments;
-  for (BlockPool* pool : {&smallBlocks_, &largeBlocks_}) {
+  for (BlockPool* pool : releasablePools(only)) {
     for (Block* block : pool->blocks) {
       if (!block->isSplit()) segments.push_back(block);
     }
@@ -311,8 +312,10 @@ void DeviceCachingAllocator::releaseCachedSegments() {
       stats_.segment[t].decrease(1);
       stats_.reserved_bytes[t].decrease(block->size);
     });
+    countPrivateSegment(*block->pool, block->size, /*added=*/false);
     delete block;
   }
+  erasePrivatePoolsReleased();
   if (error) std::rethrow_exception(error);
 }
 
@@ -355,6 +358,7 @@ void forEachStat(DeviceStats& stats, F fn) {
           &stats.inactive_split_bytes[t], &stats.requested_bytes[t]}) {
       fn(*stat);
     }
+    for (auto& [id, stat] : stats.reserved_bytes_by_private_pools) fn(stat[t]);
   }
 }
 
