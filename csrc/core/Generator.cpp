@@ -5,6 +5,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/Graph.h"
 
 namespace openreg {
 
@@ -30,6 +31,8 @@ void GeneratorImpl::recordUseOn(orStream_t stream) {
   if (lastUse_ == nullptr) OPENREG_CHECK(orEventCreate(&lastUse_));
   OPENREG_CHECK(orEventRecord(lastUse_, stream));
   lastStream_ = stream;
+  // Note [Random numbers in graphs] in Graph.h: a use on a capturing stream belongs to the graph.
+  noteGeneratorUse(stream, this);
 }
 
 // [marker: generator-task]

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "Capture.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -60,6 +61,7 @@ orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
 
 orError_t orDeviceSynchronize(void) {
   OR_ENTER_SYNCHRONIZING();
+  if (orError_t e = checkCaptureSafe("orDeviceSynchronize"); e != orSuccess) return e;
   return synchronizeDevice(device(currentDevice()));
 }
 

@@ -15,7 +15,10 @@
   X(orErrorInvalidMemcpyDirection, "the pointers do not match the copy kind")                  \
   X(orErrorInitializationError, "the runtime cannot be initialized in this process")           \
   X(orErrorLaunchFailure, "a task on a stream failed")                                         \
-  X(orErrorNotPermitted, "operation not permitted on this object")
+  X(orErrorNotPermitted, "operation not permitted on this object")                             \
+  X(orErrorStreamCaptureUnsupported,                                                           \
+    "the call conflicts with a stream capture in progress, which it invalidated")              \
+  X(orErrorStreamCaptureInvalidated, "the stream capture was invalidated")
 
 extern "C" {
 

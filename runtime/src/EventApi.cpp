@@ -1,6 +1,7 @@
 // Event entry points.
 #include <openreg/runtime.h>
 
+#include "Capture.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -56,6 +57,8 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
                     std::to_string(stream->device()) +
                     "; create the event while the stream's device is current");
   }
+  if (orError_t e; captureEventRecord(reinterpret_cast<std::uint64_t>(handle), *stream, &e))
+    return e;  // Note [Stream capture]
   StreamOp op;
   op.kind = StreamOp::Kind::Record;
   // Published only once queued (and so bound to its stream and ticket): a record the event
@@ -72,6 +75,9 @@ orError_t orEventQuery(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventQuery");
+  if (orError_t e = checkEventNotCaptured("orEventQuery", reinterpret_cast<std::uint64_t>(handle));
+      e != orSuccess)
+    return e;
   std::shared_ptr<EventRecord> record = event->latest();
   if (record == nullptr) return orSuccess;
   if (!record->done()) return orErrorNotReady;
@@ -82,6 +88,11 @@ orError_t orEventSynchronize(orEvent_t handle) {
   OR_ENTER_SYNCHRONIZING();
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventSynchronize");
+  if (orError_t e =
+          checkEventNotCaptured("orEventSynchronize", reinterpret_cast<std::uint64_t>(handle));
+      e != orSuccess)
+    return e;
+  if (orError_t e = checkCaptureSafe("orEventSynchronize"); e != orSuccess) return e;
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(runtime().config.workerSpinMicros);
     if (record->failure()) return report(*record->failure());

@@ -55,6 +55,17 @@ class HandleTable {
     return object;
   }
 
+  // A reference to the object behind `handle`, or nullptr if the handle is not live.
+  std::shared_ptr<T> share(std::uint64_t handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Slot* slot = slotFor(handle);
+    if (slot == nullptr ||
+        slot->generation.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(handle)) {
+      return nullptr;
+    }
+    return slot->object;
+  }
+
   // Unregisters `handle` and hands back the table's reference, or nullptr if it was not live.
   std::shared_ptr<T> erase(std::uint64_t handle) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -93,7 +104,7 @@ class HandleTable {
     return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::uint32_t next_ = 0;           // guarded by mutex_
   std::vector<std::uint32_t> free_;  // guarded by mutex_
   std::array<std::atomic<Slot*>, kMaxChunks> chunks_{};

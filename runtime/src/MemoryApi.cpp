@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "Capture.h"
 #include "GuardedCopy.h"
 #include "HostMemory.h"
 #include "Ipc.h"
@@ -215,6 +216,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
 orError_t orFree(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
+  if (orError_t e = checkCaptureSafe("orFree"); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   // Checked before synchronizing: a rejected free must not consume a pending task error.
@@ -265,6 +267,7 @@ orError_t orMallocHost(void** ptr, size_t size) {
 orError_t orFreeHost(void* ptr) {
   OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
+  if (orError_t e = checkCaptureSafe("orFreeHost"); e != orSuccess) return e;
   void* base = nullptr;
   if (!hostMemory().findRange(ptr, 0, &base, nullptr) || base != ptr) {
     return fail(orErrorInvalidValue,
@@ -337,6 +340,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   OR_ENTER_SYNCHRONIZING();
   if (count == 0) return orSuccess;
+  if (orError_t e = checkCaptureSafe("orMemcpy"); e != orSuccess) return e;
   Side d, s;
   if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
   if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
@@ -356,6 +360,7 @@ orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
   OR_ENTER_SYNCHRONIZING();
+  if (orError_t e = checkCaptureSafe("orMemset"); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
   if (d == nullptr) return notDeviceMemory("orMemset");
   return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);

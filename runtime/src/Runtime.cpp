@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Activity.h"
+#include "Capture.h"
 #include "FaultHandler.h"
 #include "Poison.h"
 
@@ -195,6 +196,7 @@ orError_t invalidEvent(const char* call) {
 
 // [marker: launch-op]
 orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete) {
+  if (orError_t e; captureOp(stream, op, mustComplete, &e)) return e;  // Note [Stream capture]
   if (recordingActivity()) wrapForActivity(stream, op);  // Note [Task activity]
   // A blocking launch from inside a task would wait for its own stream: see Note [Synchronizing
   // inside a task]. Callers that must complete are refused before they get here.

@@ -87,9 +87,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Worker side. Runs queued ops until the stream drains, parks on an event, or yields to other
   // ready streams. After it returns the worker must not touch the stream again.
   void run();
+  // Worker side, while running this stream: runs one task as the stream runs its own (Note [Task
+  // errors]). Public for a replayed graph, whose tasks run inside one task (Note [Graph replay]).
+  void runTask(Task& task, FailureRef* outcome);
 
  private:
-  void runTask(Task& task, FailureRef* outcome);
   // Worker: spins briefly for new work on this stream; false if none came or others are ready.
   bool awaitMoreWork();
   void markCompleted();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "Capture.h"
 #include "Runtime.h"
 
 using namespace openreg;
@@ -91,6 +92,7 @@ orError_t orStreamDestroy(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamDestroy");
+  if (orError_t e = checkStreamNotCapturing("orStreamDestroy", *stream); e != orSuccess) return e;
   if (stream->isDefault()) {
     return fail(orErrorNotPermitted,
                 "openreg: orStreamDestroy: a default stream cannot be destroyed");
@@ -106,6 +108,7 @@ orError_t orStreamQuery(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamQuery");
+  if (orError_t e = checkStreamNotCapturing("orStreamQuery", *stream); e != orSuccess) return e;
   if (!stream->idle()) return orErrorNotReady;
   return stream->takeError();
 }
@@ -114,6 +117,8 @@ orError_t orStreamSynchronize(orStream_t handle) {
   OR_ENTER_SYNCHRONIZING();
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamSynchronize");
+  if (orError_t e = checkStreamNotCapturing("orStreamSynchronize", *stream); e != orSuccess)
+    return e;
   stream->waitFor(stream->submitted());
   return stream->takeError();
 }
@@ -128,6 +133,9 @@ orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned i
     return invalidEvent("orStreamWaitEvent");
   }
   std::shared_ptr<EventRecord> record = event->latest();
+  if (orError_t e; captureEventWait(*stream, reinterpret_cast<std::uint64_t>(eventHandle),
+                                    record != nullptr && !record->done(), &e))
+    return e;                                                 // Note [Stream capture]
   if (record == nullptr || record->done()) return orSuccess;  // nothing to wait for
   StreamOp op;
   op.kind = StreamOp::Kind::Wait;

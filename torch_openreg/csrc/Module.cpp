@@ -19,6 +19,7 @@
 #include "core/Functions.h"
 #include "core/Generator.h"
 #include "core/Ipc.h"
+#include "core/Graph.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
@@ -64,6 +65,26 @@ py::dict toDict(const openreg::engine::PathCounts& counts) {
   d["copied_bytes"] = counts.copiedBytes;
   d["meta_calls"] = counts.metaCalls;
   return d;
+}
+
+// DeviceStats::reserved_bytes_by_private_pools, which torch.accelerator.memory_stats does not
+// report in 2.13.0: {(pool id): {"all"|"small_pool"|"large_pool": {"current", ...}}}.
+py::dict toDict(const c10::CachingDeviceAllocator::DeviceStats& stats) {
+  py::dict pools;
+  for (const auto& [id, array] : stats.reserved_bytes_by_private_pools) {
+    py::dict types;
+    const char* names[] = {"all", "small_pool", "large_pool"};
+    for (size_t t = 0; t < 3; ++t) {
+      py::dict s;
+      s["current"] = array[t].current;
+      s["peak"] = array[t].peak;
+      s["allocated"] = array[t].allocated;
+      s["freed"] = array[t].freed;
+      types[names[t]] = s;
+    }
+    pools[py::make_tuple(id.first, id.second)] = types;
+  }
+  return pools;
 }
 
 }  // namespace
@@ -173,4 +194,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_collect", translated(+[] { return openreg::ipc::collectSentBlocks(); }));
   // True while a profile records device activity (Note [Task activity]).
   m.def("_device_activity_recording", translated(+[] { return openreg::taskActivityOn(); }));
+  // [marker: bindings-graphs]
+  m.def("_graph_pool_handle", translated(+[] {
+          const c10::MempoolId_t id = openreg::graphPoolHandle();
+          return py::make_tuple(id.first, id.second);
+        }));
+  m.def("_reserved_bytes_by_private_pools", translated(+[](int device) {
+          return toDict(openreg::deviceAllocator().getDeviceStats(device));
+        }));
+  m.def("_is_current_stream_capturing",
+        translated(+[] { return openreg::isCurrentStreamCapturing(); }));
 }

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import amp, debug, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from . import amp, debug, graphs as _graphs, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
+from .graphs import *  # noqa: F403  (listed in graphs.__all__)
 from .ipc import *  # noqa: F403  (listed in ipc.__all__; registers the storage reducer)
 from .ipc import __all__ as _ipc_all
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
@@ -182,4 +183,5 @@ __all__ = [
     *_memory.__all__,
     *_random.__all__,
     *_ipc_all,
+    *_graphs.__all__,
 ]

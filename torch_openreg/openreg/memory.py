@@ -20,8 +20,16 @@ def _index(device: Any) -> int:
 
 
 def memory_stats(device: Any = None) -> OrderedDict[str, Any]:
-    """All allocator statistics of a device, flattened ("allocated_bytes.all.current", ...)."""
-    return torch.accelerator.memory_stats(_index(device))
+    """All allocator statistics of a device, flattened ("allocated_bytes.all.current", ...), with
+    the graphs' private pools as torch.cuda.memory_stats flattens them
+    ("reserved_bytes_by_private_pools.0_1.all.current")."""
+    index = _index(device)
+    stats = torch.accelerator.memory_stats(index)
+    for pool, types in _C._reserved_bytes_by_private_pools(index).items():
+        for kind, values in types.items():
+            for name, value in values.items():
+                stats[f"reserved_bytes_by_private_pools.{pool[0]}_{pool[1]}.{kind}.{name}"] = value
+    return stats
 
 
 def memory_allocated(device: Any = None) -> int:

@@ -31,7 +31,7 @@ void AsyncTask::operator()() {
         aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
         inputs.emplace_back(aliases.back().first);
       } else {
-        inputs.push_back(std::move(arg.value));
+        inputs.push_back(arg.value);  // copied: a replayed graph runs the task again
       }
     }
     if (generator.defined()) {

@@ -22,6 +22,7 @@ constexpr size_t kLargeBuffer = 20 << 20;
 constexpr size_t kRoundLarge = 2 << 20;
 
 struct Block;
+struct PrivatePool;
 
 // Orders free blocks by stream, then size, then address, so that a lookup finds the smallest
 // block of the right stream that is large enough.
@@ -33,6 +34,7 @@ struct BlockPool {
   explicit BlockPool(bool small) : isSmall(small) {}
   std::set<Block*, BlockComparator> blocks;  // free blocks only
   const bool isSmall;
+  PrivatePool* owner = nullptr;  // the private pool it belongs to (Note [Private pools])
 };
 
 struct Block {

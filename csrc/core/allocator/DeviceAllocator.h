@@ -35,11 +35,12 @@ class OPENREG_TORCH_API DeviceAllocator final : public c10::DeviceAllocator {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
   std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot();
+  // The caching allocator of one device (graphs route their captures to private pools there).
+  allocator::DeviceCachingAllocator& forDevice(c10::DeviceIndex device);
 
  private:
   static void deleteBlock(void* ptr) noexcept;
   void free(void* ptr) noexcept;  // the DataPtr deleter's work: never throws
-  allocator::DeviceCachingAllocator& forDevice(c10::DeviceIndex device);
 
   std::once_flag created_;
   std::vector<std::unique_ptr<allocator::DeviceCachingAllocator>> devices_;

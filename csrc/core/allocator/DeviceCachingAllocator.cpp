@@ -71,7 +71,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   }
   processEvents();
   const size_t size = roundSize(requested);
-  BlockPool& pool = size <= kSmallSize ? smallBlocks_ : largeBlocks_;
+  BlockPool& pool = poolFor(size, stream);
   Block* block = takeFreeBlock(pool, stream, size);
   if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
@@ -226,6 +226,7 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
   if (MemoryHistory::recording()) {
     MemoryHistory::record(TraceAction::SegmentAlloc, device_, ptr, segmentSize, stream);
   }
+  countPrivateSegment(pool, segmentSize, /*added=*/true);
   return new Block(stream, segmentSize, &pool, ptr);
 }
 
@@ -307,11 +308,11 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 // child). A segment counts as released when orFree succeeded or the runtime no longer knows the
 // pointer; otherwise it stays in its pool, cached and counted. The first error is raised once
 // every segment has been tried.
-void DeviceCachingAllocator::releaseCachedSegments() {
+void DeviceCachingAllocator::releaseCachedSegments(PrivatePool* only) {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
   std::vector<Block*> segments;
-  for (BlockPool* pool : {&smallBlocks_, &largeBlocks_}) {
+  for (BlockPool* pool : releasablePools(only)) {
     for (Block* block : pool->blocks) {
       if (!block->isSplit()) segments.push_back(block);
     }
@@ -336,8 +337,10 @@ void DeviceCachingAllocator::releaseCachedSegments() {
       MemoryHistory::record(TraceAction::SegmentFree, device_, block->ptr, block->size,
                             block->stream);
     }
+    countPrivateSegment(*block->pool, block->size, /*added=*/false);
     delete block;
   }
+  erasePrivatePoolsReleased();
   if (error) std::rethrow_exception(error);
 }
 
@@ -385,6 +388,7 @@ void forEachStat(DeviceStats& stats, F fn) {
           &stats.inactive_split_bytes[t], &stats.requested_bytes[t]}) {
       fn(*stat);
     }
+    for (auto& [id, stat] : stats.reserved_bytes_by_private_pools) fn(stat[t]);
   }
 }
 

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/allocator/Block.h"
+#include "core/allocator/PrivatePool.h"
 
 namespace openreg::allocator {
 
@@ -65,6 +66,15 @@ class DeviceCachingAllocator {
   void resetPeakStats();
   std::vector<SegmentInfo> snapshot();
 
+  // Private pools (Note [Private pools] in PrivatePool.h; defined in PrivatePool.cpp).
+  // Routes the allocations of capture `captureId` to pool `id` (created, or one more use of it).
+  void beginAllocateToPool(c10::MempoolId_t id, unsigned long long captureId,
+                           orStreamCaptureMode mode);
+  // The capture ended: its pool serves no more allocations (it keeps its memory).
+  void endAllocateToPool(c10::MempoolId_t id);
+  // One use of the pool fewer; at none, its free segments go back to the runtime.
+  void releasePool(c10::MempoolId_t id);
+
  private:
   using StatTypes = c10::CachingAllocator::StatTypes;
 
@@ -79,7 +89,11 @@ class DeviceCachingAllocator {
   void freeBlock(Block* block);
   void processEvents();
   void synchronizeAndProcessEvents();
-  void releaseCachedSegments();
+  void releaseCachedSegments(PrivatePool* only = nullptr);
+  BlockPool& poolFor(size_t size, c10::Stream stream);
+  std::vector<BlockPool*> releasablePools(PrivatePool* only);
+  void countPrivateSegment(const BlockPool& pool, size_t bytes, bool added);
+  void erasePrivatePoolsReleased();
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize,
                                      const std::string& note = {});
 
@@ -90,6 +104,7 @@ class DeviceCachingAllocator {
   BlockPool largeBlocks_{false};
   std::unordered_set<Block*> activeBlocks_;           // allocated, or freed with events pending
   std::deque<std::pair<orEvent_t, Block*>> pending_;  // events a freed block waits for
+  PrivatePools privatePools_;
 };
 
 }  // namespace openreg::allocator

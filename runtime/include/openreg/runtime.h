@@ -65,6 +65,10 @@ typedef enum orError {
   orErrorInitializationError = 8,    /* bad configuration, or use in a child forked after init */
   orErrorLaunchFailure = 9,          /* a task failed; orGetLastErrorMessage says which and why */
   orErrorNotPermitted = 10,          /* destroying a default stream; synchronizing in a task */
+  orErrorStreamCaptureUnsupported = 11, /* the call conflicts with a stream capture in progress;
+                                           the capture is invalidated (see Graphs below) */
+  orErrorStreamCaptureInvalidated = 12, /* the capture was invalidated by an earlier error, or
+                                           ended with a forked stream not joined back */
 } orError_t;
 
 /* A static string naming the code ("orErrorInvalidValue"); unknown codes give
@@ -357,6 +361,92 @@ OPENREG_RUNTIME_API orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle);
  * for NULL info or bytes that are not a handle. */
 OPENREG_RUNTIME_API orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info,
                                                     orIpcMemHandle_t handle);
+ * ------------------------------------------------------------------------------------------- */
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs: stream capture and replay (docs/graphs.md)
+ *
+ * While a stream captures, the work enqueued on it (launches, asynchronous copies between device
+ * and pinned memory, memsets, event records and waits) is recorded into a graph instead of run.
+ * A stream that waits on an event recorded in the capture joins it (a fork); every such stream
+ * must be joined back (the origin stream waits on an event recorded after its last work) before
+ * the capture ends. An executable graph made from it runs the recorded tasks, in the order they
+ * were captured, as one launch on any stream of the device.
+ *
+ * What a capture cannot record fails with orErrorStreamCaptureUnsupported and invalidates the
+ * capture: synchronizing the capturing stream (orStreamSynchronize, orStreamQuery), a launch or
+ * copy that must complete before it returns (pageable host memory, OPENREG_LAUNCH_BLOCKING does
+ * not count), a wait on an event recorded outside the capture whose work is still pending,
+ * querying or synchronizing an event recorded in the capture, a graph launch. Under the two
+ * strict modes, the synchronizing calls orDeviceSynchronize, orEventSynchronize, orMemcpy,
+ * orMemset, orFree and orFreeHost also fail that way: from any host thread while a
+ * orStreamCaptureModeGlobal capture is in progress, from the capturing thread under
+ * orStreamCaptureModeThreadLocal; orStreamCaptureModeRelaxed allows them (they do not wait for
+ * captured work, which is not queued). Ending an invalidated capture returns
+ * orErrorStreamCaptureInvalidated with the first error's message, and ends the capture.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct orGraph_st* orGraph_t;         /* a captured graph */
+typedef struct orGraphExec_st* orGraphExec_t; /* an executable graph, made from a graph */
+
+typedef enum orStreamCaptureMode {
+  orStreamCaptureModeGlobal = 0,
+  orStreamCaptureModeThreadLocal = 1,
+  orStreamCaptureModeRelaxed = 2,
+} orStreamCaptureMode;
+
+typedef enum orStreamCaptureStatus {
+  orStreamCaptureStatusNone = 0,        /* not capturing */
+  orStreamCaptureStatusActive = 1,      /* capturing */
+  orStreamCaptureStatusInvalidated = 2, /* capturing, but an error invalidated the capture */
+} orStreamCaptureStatus;
+
+/* Starts capturing on `stream` (of any device; 0: the current device's default stream).
+ * orErrorInvalidValue for a mode outside the enumeration; orErrorNotPermitted if the stream
+ * already belongs to a capture. */
+OPENREG_RUNTIME_API orError_t orStreamBeginCapture(orStream_t stream, orStreamCaptureMode mode);
+
+/* Ends the capture that `stream` began. [out] graph: the captured graph, or NULL on error.
+ * orErrorNotPermitted if `stream` did not begin a capture in progress (a forked stream cannot end
+ * it); orErrorStreamCaptureInvalidated (capture ended, no graph) as described above. */
+OPENREG_RUNTIME_API orError_t orStreamEndCapture(orStream_t stream, orGraph_t* graph);
+
+/* [out] status of `stream`; [out] id (may be NULL): a number unique to the capture the stream
+ * belongs to, 0 when it captures nothing. */
+OPENREG_RUNTIME_API orError_t orStreamGetCaptureInfo(orStream_t stream,
+                                                     orStreamCaptureStatus* status,
+                                                     unsigned long long* id);
+
+/* [out] tasks: the tasks `graph` runs per launch; [out] streams: the streams it was captured on
+ * (the origin and those forked off it). Either pointer may be NULL. */
+OPENREG_RUNTIME_API orError_t orGraphGetInfo(orGraph_t graph, size_t* tasks, int* streams);
+
+/* [out] exec: an executable graph that runs `graph`'s tasks. Several may be made from one graph;
+ * each stays valid after orGraphDestroy(graph). flags must be 0. */
+OPENREG_RUNTIME_API orError_t orGraphInstantiate(orGraphExec_t* exec, orGraph_t graph,
+                                                 unsigned int flags);
+
+/* Enqueues the whole graph on `stream` as one launch (ordered like any other work on it) and
+ * returns at once. The stream must belong to the device the graph was captured on
+ * (orErrorInvalidResourceHandle). A task of the graph that fails does so as on a stream (Note
+ * [Task errors]: it poisons what it writes, later tasks of this and later launches that read it
+ * fail with the same error, the next synchronizing call reports it); the others run. Launching
+ * into a capturing stream is orErrorStreamCaptureUnsupported. Launches of one executable graph
+ * on two streams must be ordered by the caller (an event), as its tasks keep no per-launch state.
+ */
+OPENREG_RUNTIME_API orError_t orGraphLaunch(orGraphExec_t exec, orStream_t stream);
+
+/* Writes a description of `graph` to the file `path` in Graphviz DOT: one node per captured
+ * operation (task, event record, event wait) with its stream and the device memory it declares
+ * it reads and writes, and the order edges. flags must be 0. orErrorInvalidValue if the file
+ * cannot be written. */
+OPENREG_RUNTIME_API orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path,
+                                                   unsigned int flags);
+
+/* Release a graph or an executable graph. Launches already enqueued still run. Destroying a
+ * handle twice is orErrorInvalidResourceHandle. */
+OPENREG_RUNTIME_API orError_t orGraphDestroy(orGraph_t graph);
+OPENREG_RUNTIME_API orError_t orGraphExecDestroy(orGraphExec_t exec);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,194 @@
+"""Graph replay on openreg against eager execution on openreg and on the CPU.
+
+Three workloads, each timed as a median of `--repeats` runs of `--steps` iterations (each run
+ends with a device synchronization):
+  - the MLP training step of issue 16: batch 16, 128-256-256-10, cross-entropy, SGD with momentum;
+  - a small transformer LM forward (bench/models.py: 2 layers of 128, seq 64, batch 16), no grad;
+  - with --gpt2 (needs `transformers`, `make bench` installs it): a Hugging Face GPT-2 forward
+    built from a config (2 layers of 128, seq 64, batch 4), no grad.
+Columns: CPU eager, openreg eager and openreg replay (ms per iteration), replay/CPU, and the host
+time per replay (the time `replay()` itself takes on the calling thread). Each workload also
+checks that the replayed results are bitwise equal to the same iterations run eagerly on openreg
+and on the CPU, and prints the result.
+
+    python bench/graph_bench.py [--repeats 7] [--steps 20] [--gpt2] [json-path]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_openreg  # noqa: F401
+from models import TransformerLM
+
+openreg = torch.openreg
+
+
+def finish(device: str) -> None:
+    if device == "openreg":
+        openreg.synchronize()
+
+
+def median(fn: Callable[[], None], device: str, steps: int, repeats: int) -> tuple[float, float]:
+    """(median seconds per iteration, median host seconds per iteration before the final sync)."""
+    for _ in range(3):
+        fn()
+    finish(device)
+    total, host = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        issued = time.perf_counter()
+        finish(device)
+        end = time.perf_counter()
+        total.append((end - start) / steps)
+        host.append((issued - start) / steps)
+    return statistics.median(total), statistics.median(host)
+
+
+# --- the MLP training step ---------------------------------------------------------------------
+
+
+def mlp_setup(device: str):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 128, generator=g).to(device)
+    y = torch.randint(0, 10, (16,), generator=g).to(device)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return model, step
+
+
+def capture(step: Callable[[], None], warmup: int = 3) -> openreg.Graph:
+    """Warms `step` up on a side stream, then captures one call of it."""
+    side = openreg.Stream()
+    side.wait_stream(openreg.current_stream())
+    with openreg.stream(side):
+        for _ in range(warmup):
+            step()
+    openreg.current_stream().wait_stream(side)
+    graph = openreg.Graph()
+    with openreg.graph(graph):
+        step()
+    return graph
+
+
+def mlp_rows(steps: int, repeats: int) -> dict:
+    _, cpu_step = mlp_setup("cpu")
+    _, eager_step = mlp_setup("openreg")
+    model, replay_step = mlp_setup("openreg")
+    graph = capture(replay_step)
+    cpu = median(cpu_step, "cpu", steps, repeats)
+    eager = median(eager_step, "openreg", steps, repeats)
+    replay = median(graph.replay, "openreg", steps, repeats)
+    # Equality: the same number of steps from the same start, replayed, eager and on the CPU.
+    cpu_model, cpu_step = mlp_setup("cpu")
+    eager_model, eager_step = mlp_setup("openreg")
+    model, replay_step = mlp_setup("openreg")
+    graph = capture(replay_step)  # 3 warm-up steps ran eagerly
+    for _ in range(3):
+        cpu_step()
+        eager_step()
+    for _ in range(10):
+        cpu_step()
+        eager_step()
+        graph.replay()
+    equal = all(
+        torch.equal(a.detach().cpu(), b.detach().cpu()) and torch.equal(a.detach().cpu(), c.detach())
+        for a, b, c in zip(model.parameters(), eager_model.parameters(), cpu_model.parameters(), strict=True)
+    )
+    return {"cpu": cpu, "eager": eager, "replay": replay, "equal": equal}
+
+
+# --- forwards ---------------------------------------------------------------------------------
+
+
+def forward_rows(build: Callable[[str], tuple[nn.Module, torch.Tensor]], steps: int, repeats: int) -> dict:
+    cpu_model, cpu_x = build("cpu")
+    model, x = build("openreg")
+    with torch.no_grad():
+        cpu = median(lambda: cpu_model(cpu_x), "cpu", steps, repeats)
+        eager = median(lambda: model(x), "openreg", steps, repeats)
+        reference = model(x)
+        side = openreg.Stream()
+        side.wait_stream(openreg.current_stream())
+        with openreg.stream(side):
+            model(x)
+        openreg.current_stream().wait_stream(side)
+        graph = openreg.Graph()
+        with openreg.graph(graph):
+            out = model(x)
+        replay = median(graph.replay, "openreg", steps, repeats)
+        expected = cpu_model(cpu_x)
+    logits = out if isinstance(out, torch.Tensor) else out.logits
+    ref = reference if isinstance(reference, torch.Tensor) else reference.logits
+    exp = expected if isinstance(expected, torch.Tensor) else expected.logits
+    equal = torch.equal(logits.cpu(), ref.cpu()) and torch.equal(logits.cpu(), exp)
+    return {"cpu": cpu, "eager": eager, "replay": replay, "equal": equal}
+
+
+def transformer(device: str) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = TransformerLM(1000, 64, d_model=128, heads=4, layers=2).eval().to(device)
+    tokens = torch.randint(0, 1000, (16, 64), generator=torch.Generator().manual_seed(2))
+    return model, tokens.to(device)
+
+
+def gpt2(device: str) -> tuple[nn.Module, torch.Tensor]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=64, vocab_size=1000)
+    model = GPT2LMHeadModel(config).eval().to(device)
+    tokens = torch.randint(0, 1000, (4, 64), generator=torch.Generator().manual_seed(2))
+    return model, tokens.to(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--gpt2", action="store_true", help="also a transformers GPT-2 forward")
+    parser.add_argument("json", nargs="?", help="write the rows here as JSON")
+    args = parser.parse_args()
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
+        f"{os.getloadavg()[0]:.2f}; medians of {args.repeats} x {args.steps} iterations"
+    )
+    rows = {"MLP train step (16, 128-256-256-10, SGD momentum)": mlp_rows(args.steps, args.repeats)}
+    rows["transformer LM forward (2x128, seq 64, batch 16)"] = forward_rows(transformer, args.steps, args.repeats)
+    if args.gpt2:
+        rows["GPT-2 forward from a config (2x128, seq 64, batch 4)"] = forward_rows(gpt2, args.steps, args.repeats)
+    print(
+        f"{'workload':54} {'CPU ms':>7} {'eager ms':>8} {'replay ms':>9} {'replay/CPU':>10} "
+        f"{'host us/replay':>14}  bitwise equal"
+    )
+    for name, r in rows.items():
+        print(
+            f"{name:54} {r['cpu'][0] * 1e3:7.3f} {r['eager'][0] * 1e3:8.3f} {r['replay'][0] * 1e3:9.3f} "
+            f"{r['replay'][0] / r['cpu'][0]:10.2f} {r['replay'][1] * 1e6:14.1f}  {r['equal']}"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

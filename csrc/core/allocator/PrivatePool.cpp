@@ -1,0 +1,130 @@
+// The private-pool half of DeviceCachingAllocator: Note [Private pools] in PrivatePool.h.
+#include "core/allocator/PrivatePool.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/Exception.h"
+#include "core/Stream.h"
+#include "core/allocator/DeviceCachingAllocator.h"
+
+namespace openreg::allocator {
+namespace {
+
+using c10::CachingAllocator::for_each_selected_stat_type;
+using c10::CachingAllocator::StatType;
+
+const char* modeName(orStreamCaptureMode mode) {
+  switch (mode) {
+    case orStreamCaptureModeGlobal:
+      return "global";
+    case orStreamCaptureModeThreadLocal:
+      return "thread_local";
+    case orStreamCaptureModeRelaxed:
+      return "relaxed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void DeviceCachingAllocator::beginAllocateToPool(c10::MempoolId_t id, unsigned long long captureId,
+                                                 orStreamCaptureMode mode) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (const PoolCapture& c : privatePools_.captures) {
+    TORCH_CHECK(c.pool != id, "openreg: device ", static_cast<int>(device_),
+                ": a capture is already allocating into private pool (", id.first, ", ", id.second,
+                "); captures that share a pool must run one after the other");
+  }
+  auto& pool = privatePools_.pools[id];
+  if (pool == nullptr) pool = std::make_unique<PrivatePool>(id);
+  pool->useCount += 1;
+  privatePools_.captures.push_back({id, captureId, mode, std::this_thread::get_id()});
+}
+
+void DeviceCachingAllocator::endAllocateToPool(c10::MempoolId_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto& captures = privatePools_.captures;
+  captures.erase(std::remove_if(captures.begin(), captures.end(),
+                                [&](const PoolCapture& c) { return c.pool == id; }),
+                 captures.end());
+}
+
+// [marker: release-pool]
+void DeviceCachingAllocator::releasePool(c10::MempoolId_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto it = privatePools_.pools.find(id);
+  if (it == privatePools_.pools.end()) return;
+  PrivatePool* pool = it->second.get();
+  if (--pool->useCount > 0) return;
+  releaseCachedSegments(pool);
+}
+
+// [marker: pool-for]
+BlockPool& DeviceCachingAllocator::poolFor(size_t size, c10::Stream stream) {
+  const bool small = size <= kSmallSize;
+  if (!privatePools_.captures.empty()) {
+    orStreamCaptureStatus status = orStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    OPENREG_CHECK(orStreamGetCaptureInfo(OpenRegStream(stream).stream(), &status, &id));
+    if (status != orStreamCaptureStatusNone) {
+      for (const PoolCapture& c : privatePools_.captures) {
+        if (c.captureId != id) continue;
+        PrivatePool& pool = *privatePools_.pools.at(c.pool);
+        return small ? pool.small : pool.large;
+      }
+    }
+    const std::thread::id self = std::this_thread::get_id();
+    for (const PoolCapture& c : privatePools_.captures) {
+      const bool strict = c.mode == orStreamCaptureModeGlobal ||
+                          (c.mode == orStreamCaptureModeThreadLocal && c.thread == self);
+      TORCH_CHECK(!strict, "openreg: device ", static_cast<int>(device_), ": an allocation of ",
+                  size, " bytes on stream ", stream.id(),
+                  ", which is not capturing, while a graph capture in \"", modeName(c.mode),
+                  "\" mode is in progress on this device. Such memory would not come from the "
+                  "graph's private pool. Allocate on the capturing stream (or a stream forked off "
+                  "it), move the allocation out of the capture, or capture with "
+                  "capture_error_mode=\"relaxed\".");
+    }
+  }
+  return small ? smallBlocks_ : largeBlocks_;
+}
+
+std::vector<BlockPool*> DeviceCachingAllocator::releasablePools(PrivatePool* only) {
+  if (only != nullptr) return {&only->small, &only->large};
+  std::vector<BlockPool*> pools{&smallBlocks_, &largeBlocks_};
+  for (auto& [id, pool] : privatePools_.pools) {
+    if (pool->useCount == 0) {
+      pools.push_back(&pool->small);
+      pools.push_back(&pool->large);
+    }
+  }
+  return pools;
+}
+
+void DeviceCachingAllocator::countPrivateSegment(const BlockPool& pool, size_t bytes, bool added) {
+  if (pool.owner == nullptr) return;
+  pool.owner->segments += added ? 1 : -1;
+  auto& stat = stats_.reserved_bytes_by_private_pools[pool.owner->id];
+  for_each_selected_stat_type(statTypes(pool), [&](size_t t) {
+    if (added) {
+      stat[t].increase(bytes);
+    } else {
+      stat[t].decrease(bytes);
+    }
+  });
+}
+
+void DeviceCachingAllocator::erasePrivatePoolsReleased() {
+  for (auto it = privatePools_.pools.begin(); it != privatePools_.pools.end();) {
+    if (it->second->useCount == 0 && it->second->segments == 0) {
+      it = privatePools_.pools.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace openreg::allocator
