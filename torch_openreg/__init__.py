@@ -45,5 +45,10 @@ def _register() -> None:
 
 _register()
 
+# torch.compile: Dynamo's device interface, Inductor for the device, the "openreg" backend.
+from . import _compile  # noqa: E402
+
+_compile.install()
+
 
 __all__ = ["openreg"]
