@@ -49,5 +49,10 @@ def _register() -> None:
 _register()
 openreg.debug._enable_from_environment()  # OPENREG_DEBUG_*, OPENREG_STREAM_SANITIZER, OPENREG_FAULT_INJECTION
 
+# torch.compile: Dynamo's device interface, Inductor for the device, the "openreg" backend.
+from . import _compile  # noqa: E402
+
+_compile.install()
+
 
 __all__ = ["openreg"]

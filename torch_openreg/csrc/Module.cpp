@@ -7,6 +7,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 #include <openreg/activity.hpp>
@@ -23,6 +24,7 @@
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
+#include "inductor/CompiledKernel.h"
 
 namespace py = pybind11;
 
@@ -204,4 +206,35 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_is_current_stream_capturing",
         translated(+[] { return openreg::isCurrentStreamCapturing(); }));
+  // [marker: bindings-compiled-kernel]
+  // A compiled graph calls these once per kernel call: the conversion of each Python argument
+  // (tensor, int, float) to a KernelArgument is all this binding does.
+  py::class_<openreg::inductor::CompiledKernel>(m, "_CompiledKernel")
+      .def(py::init([](const std::string& library, const std::string& symbol,
+                       const std::vector<int>& kinds, std::string name, std::string graph) {
+        HANDLE_TH_ERRORS
+        std::vector<openreg::inductor::ArgKind> argKinds;
+        for (int kind : kinds) argKinds.push_back(static_cast<openreg::inductor::ArgKind>(kind));
+        return openreg::inductor::CompiledKernel(library, symbol, std::move(argKinds),
+                                                 std::move(name), std::move(graph));
+        END_HANDLE_TH_ERRORS_PYBIND
+      }))
+      .def_property_readonly("name", &openreg::inductor::CompiledKernel::name)
+      .def_property_readonly("graph", &openreg::inductor::CompiledKernel::graph)
+      .def("__call__", [](const openreg::inductor::CompiledKernel& kernel, py::args args) {
+        HANDLE_TH_ERRORS
+        std::vector<openreg::inductor::KernelArgument> converted;
+        converted.reserve(args.size());
+        for (py::handle arg : args) {
+          if (THPVariable_Check(arg.ptr())) {
+            converted.emplace_back(THPVariable_Unpack(arg.ptr()));
+          } else if (PyFloat_Check(arg.ptr())) {
+            converted.emplace_back(arg.cast<double>());
+          } else {
+            converted.emplace_back(arg.cast<int64_t>());  // int, bool, SymInt hinted to an int
+          }
+        }
+        kernel.launch(converted);
+        END_HANDLE_TH_ERRORS_PYBIND
+      });
 }

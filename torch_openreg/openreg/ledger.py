@@ -2,7 +2,8 @@
 
 Paths (csrc/aten/engine/Ledger.h): `native` (an openreg kernel), `async` (the generic engine's
 asynchronous path), `sync` (its synchronizing path), `copying` (the classic copy-to-CPU
-fallback; `copied_bytes` counts what it moved). The policy for the copying fallback is "allow",
+fallback; `copied_bytes` counts what it moved), `compiled` (a kernel Inductor compiled for an
+openreg graph, launched on the stream: docs/compile.md). The policy for the copying fallback is "allow",
 "warn" or "error": OPENREG_FALLBACK sets it for the process, `fallback_policy` for a block of
 code on this thread.
 

@@ -35,7 +35,7 @@ FallbackPolicy policyFromEnvironment() {
 }  // namespace
 
 const char* pathName(Path path) {
-  static const char* names[kPathCount] = {"native", "async", "sync", "copying"};
+  static const char* names[kPathCount] = {"native", "async", "sync", "copying", "compiled"};
   return names[static_cast<int>(path)];
 }
 

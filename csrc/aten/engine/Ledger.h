@@ -10,6 +10,9 @@
 //            dependent shapes, host results, other namespaces), then the same CPU kernel runs
 //   copying  the classic fallback: inputs copied to the CPU and results back (also counted in
 //            copiedBytes)
+//   compiled a kernel Inductor compiled for an openreg graph, launched as a stream task
+//            (Note [Compiled kernel launch] in inductor/CompiledKernel.h); the graph's extern
+//            kernels are operator calls and take the paths above
 // Also counted: Meta kernel runs, which the asynchronous path needs only for call signatures it has
 // not seen (Note [Shape cache]).
 // The policy (OPENREG_FALLBACK=allow|warn|error, or a scoped override) decides what a copying
@@ -23,8 +26,8 @@
 
 namespace openreg::engine {
 
-enum class Path : int { Native = 0, Async = 1, Sync = 2, Copying = 3 };
-constexpr int kPathCount = 4;
+enum class Path : int { Native = 0, Async = 1, Sync = 2, Copying = 3, Compiled = 4 };
+constexpr int kPathCount = 5;
 OPENREG_TORCH_API const char* pathName(Path path);
 
 struct PathCounts {

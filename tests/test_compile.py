@@ -1,0 +1,292 @@
+"""torch.compile on openreg: Inductor's C++ kernels launched on the device's streams (docs/compile.md).
+
+Compiling is slow on two cores, so the compiled functions are built once per module and shared by
+the tests that call them; the CPU, compiled and eager, is the oracle.
+"""
+
+import functools
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from torch_openreg._compile import patches
+from torch_openreg._compile.device_interface import OpenRegInterface
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import models
+
+torch._dynamo.config.cache_size_limit = 64
+
+
+def softmax_scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """A pointwise producer fused into reductions (max, sum) and a pointwise epilogue: the kernel
+    shape that needs Note [Inductor's CPU-only guards]."""
+    return torch.softmax(x * 2.0 + y, dim=-1) + 1.0
+
+
+@functools.cache
+def compiled(device_type: str, fn=softmax_scaled, **options):
+    """One compiled function per (device type, function, options) for the whole module."""
+    del device_type  # part of the cache key: CPU and openreg compile separately
+    return torch.compile(fn, **options)
+
+
+def inputs(device: str, rows: int = 64, cols: int = 33):
+    torch.manual_seed(0)
+    x, y = torch.randn(rows, cols), torch.randn(rows, cols)
+    return x.to(device), y.to(device)
+
+
+# ------------------------------------------------------------------------------------------------
+# Registration
+
+
+def test_device_interface_answers_from_torch_openreg():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("openreg")
+    assert iface is OpenRegInterface and get_interface_for_device("openreg:1") is OpenRegInterface
+    assert iface.is_available() and iface.device_count() == torch.openreg.device_count()
+    props = iface.get_device_properties(1)
+    assert props.multi_processor_count >= 1
+    assert props.total_memory == torch.openreg.get_device_properties(1)["total_memory"]
+    assert iface.Worker.get_device_properties("openreg:1") == props
+    with iface.device(1):
+        assert iface.current_device() == 1
+        stream = iface.Stream()
+        with iface.stream(stream):
+            assert iface.current_stream() == stream
+            assert iface.get_raw_stream(1) == stream.stream_id != 0
+        assert iface.get_raw_stream(1) == torch.openreg.default_stream(1).stream_id
+    assert iface.current_device() == 0
+    assert iface.exchange_device(1) == 0 and iface.exchange_device(0) == 1
+    before = iface.memory_allocated(0)
+    kept = torch.empty(1024, device="openreg")
+    assert iface.memory_allocated(0) >= before + kept.nbytes
+    event = iface.Event()
+    event.record()
+    iface.synchronize(0)
+    assert event.query()
+
+
+def test_backend_openreg_is_listed():
+    assert "openreg" in torch._dynamo.list_backends()
+
+
+# ------------------------------------------------------------------------------------------------
+# Correctness against the CPU
+
+
+def test_compiled_kernels_equal_cpu_compiled_bitwise_and_count_in_the_ledger():
+    x, y = inputs("openreg")
+    cx, cy = inputs("cpu")
+    expected = compiled("cpu")(cx, cy)
+    with torch.openreg.count_paths() as paths:
+        got = compiled("openreg")(x, y)
+    assert got.device == x.device and got.dtype == torch.float32 and got.shape == x.shape
+    assert torch.equal(got.cpu(), expected)  # the same generated C++ on the same bytes
+    torch.testing.assert_close(got.cpu(), softmax_scaled(cx, cy))  # and eager CPU, within tolerance
+    assert paths["compiled"] >= 1 and paths["sync"] == 0 and paths["copying"] == 0, paths
+
+
+def test_extern_kernels_run_through_the_engine():
+    def linear_gelu(x, w, b):
+        return F.gelu(x @ w + b)
+
+    torch.manual_seed(0)
+    args = [torch.randn(16, 32), torch.randn(32, 8), torch.randn(8)]
+    expected = compiled("cpu", linear_gelu)(*args)
+    with torch.openreg.count_paths() as paths:
+        got = compiled("openreg", linear_gelu)(*(a.to("openreg") for a in args))
+    assert torch.equal(got.cpu(), expected)
+    assert paths["async"] >= 1 and paths["compiled"] >= 1 and paths["copying"] == 0, paths
+
+
+def test_offset_and_strided_views_reach_kernels_through_their_own_addresses():
+    base = torch.randn(40, 66)
+    cx, cy = base[3:35, 1::2], base[5:37, ::2]  # offsets into one storage, column stride 2
+    dev = base.to("openreg")
+    x, y = dev[3:35, 1::2], dev[5:37, ::2]
+    fn = compiled("any", softmax_scaled, dynamic=False)
+    assert torch.equal(fn(x, y).cpu(), fn(cx, cy))
+
+
+def test_dynamic_shapes_one_graph_many_sizes():
+    counter = CompileCounterWithBackend("inductor")
+    fn = torch.compile(softmax_scaled, backend=counter, dynamic=True)
+    for rows, cols in ((5, 7), (9, 30), (17, 3)):
+        x, y = inputs("openreg", rows, cols)
+        cx, cy = inputs("cpu", rows, cols)
+        torch.testing.assert_close(fn(x, y).cpu(), softmax_scaled(cx, cy))
+    assert counter.frame_count == 1
+
+
+def test_python_floats_reach_kernels_as_cpu_scalars():
+    """With dynamic=True a Python float is a graph input, a 0-dim CPU float64 tensor: the launcher
+    clones it for the task (Note [Compiled kernel launch])."""
+
+    def scaled(x, alpha: float):
+        return torch.tanh(x * alpha) - alpha
+
+    fn = compiled("openreg", scaled, dynamic=True)
+    x, _ = inputs("openreg", 8, 8)
+    cx, _ = inputs("cpu", 8, 8)
+    for alpha in (0.5, -1.25):
+        torch.testing.assert_close(fn(x, alpha).cpu(), scaled(cx, alpha), rtol=0, atol=1e-6)
+
+
+def test_graph_breaks_compile_each_piece_for_openreg():
+    counter = CompileCounterWithBackend("inductor")
+
+    def broken(x):
+        y = torch.sin(x) * 2
+        torch._dynamo.graph_break()
+        return torch.cos(y) + y.sum()
+
+    x, _ = inputs("openreg", 6, 10)
+    cx, _ = inputs("cpu", 6, 10)
+    got = torch.compile(broken, backend=counter)(x)
+    assert counter.frame_count == 2
+    torch.testing.assert_close(got.cpu(), broken(cx))
+
+
+def test_recompiles_for_the_other_device_and_runs_on_its_stream():
+    counter = CompileCounterWithBackend("inductor")
+    fn = torch.compile(softmax_scaled, backend=counter)
+    cx, cy = inputs("cpu")
+    expected = compiled("cpu")(cx, cy)
+    assert torch.equal(fn(*inputs("openreg:0")).cpu(), expected)
+    x1, y1 = inputs("openreg:1")
+    assert torch.equal(fn(x1, y1).cpu(), expected)  # compiles again, for openreg:1
+    assert counter.frame_count == 2
+    torch.openreg._sleep(300)  # device 0's stream is busy; device 1's is not yet
+    with torch.openreg.device(1):
+        torch.openreg._sleep(300)
+        got = fn(x1, y1)
+        assert not torch.openreg.current_stream(1).query()  # queued behind device 1's sleep
+    assert got.device == torch.device("openreg:1") and counter.frame_count == 2
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_compile_under_autocast_matches_eager_autocast():
+    def mlp(x, w1, w2):
+        return torch.relu(x @ w1) @ w2
+
+    def run(*args):
+        with torch.autocast("openreg", dtype=torch.bfloat16):
+            return mlp(*args)
+
+    torch.manual_seed(0)
+    args = [t.to("openreg") for t in (torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 4))]
+    got = compiled("openreg", run)(*args)
+    eager = run(*args)
+    assert got.dtype == eager.dtype == torch.bfloat16 and got.device == eager.device
+    torch.testing.assert_close(got.cpu(), eager.cpu())
+
+
+# ------------------------------------------------------------------------------------------------
+# Asynchrony
+
+
+def test_a_compiled_call_returns_while_its_stream_is_busy():
+    x, y = inputs("openreg")
+    fn = compiled("openreg")
+    fn(x, y)  # compiled already, or now
+    torch.openreg._sleep(500)
+    start = time.perf_counter()
+    got = fn(x, y)
+    returned = time.perf_counter() - start
+    assert not torch.openreg.current_stream().query()  # the kernel is queued behind the sleep
+    assert returned < 0.4
+    assert torch.equal(got.cpu(), compiled("cpu")(*inputs("cpu")))
+
+
+def test_compiled_kernels_follow_the_current_stream_and_events():
+    x, y = inputs("openreg")
+    fn = compiled("openreg")
+    fn(x, y)
+    side = torch.openreg.Stream()
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        torch.openreg._sleep(300)
+        got = fn(x, y)
+        done = torch.openreg.Event()
+        done.record()
+    assert torch.openreg.default_stream().query()  # nothing was queued on the default stream
+    assert not side.query()
+    torch.openreg.current_stream().wait_event(done)
+    total = got.sum()  # on the default stream, ordered after the kernel by the event
+    got.record_stream(torch.openreg.current_stream())
+    expected = compiled("cpu")(*inputs("cpu"))
+    assert torch.equal(got.cpu(), expected)
+    torch.testing.assert_close(total.cpu(), expected.sum())
+
+
+# ------------------------------------------------------------------------------------------------
+# Training through AOTAutograd, and a compiled optimizer step
+
+
+def test_compiled_training_step_follows_cpu_compiled():
+    """bench/models.py's MLP step compiled whole: Dynamo breaks the graph at backward(), so the
+    forward and backward are compiled through AOTAutograd and the optimizer step is compiled too."""
+    steps = {}
+    for device in ("cpu", "openreg"):
+        step = models.mlp(device)
+        steps[device] = torch.compile(step)
+    with torch.openreg.count_paths() as paths:
+        losses = {device: [steps[device]().item() for _ in range(3)] for device in steps}
+    assert losses["openreg"] == losses["cpu"], losses
+    assert losses["cpu"][2] < losses["cpu"][0]
+    assert paths["compiled"] > 0 and paths["copying"] == 0, paths
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors
+
+
+def test_a_failing_kernel_names_graph_and_kernel_and_the_device_keeps_working():
+    def gather(x, index):
+        return x[index] * 2
+
+    fn = compiled("openreg", gather)
+    x = torch.arange(10.0, device="openreg")
+    good = torch.tensor([1, 9], device="openreg")
+    assert torch.equal(fn(x, good).cpu(), torch.tensor([2.0, 18.0]))
+    bad = torch.tensor([1, 10], device="openreg")
+    out = fn(x, bad)  # asynchronous: the kernel fails on the worker
+    with pytest.raises(RuntimeError, match=r"compiled kernel cpp_\w+ of graph \d+/\d+.*index out of bounds"):
+        out.cpu()
+    torch.openreg.synchronize()  # the failure has been reported: the device goes on
+    assert torch.equal(fn(x, good).cpu(), torch.tensor([2.0, 18.0]))
+
+
+def test_inductor_still_names_triton_for_openreg():
+    """Note [Inductor's backend of a device]: when 2.13.0's get_current_backend answers the C++
+    backend for openreg by itself, this test fails and the patch should go."""
+    import torch._inductor.config as inductor_config
+
+    assert patches.original_get_current_backend()("openreg") == inductor_config.cuda_backend != "cpp"
+    assert torch._inductor.utils.get_current_backend("openreg") == "cpp"
+
+
+def test_inductor_still_needs_cpu_guard_patch():
+    """Note [Inductor's CPU-only guards]: with 2.13.0's own is_cpu(), the scheduler's loop
+    reindexing fails on an openreg graph. When this test fails, PyTorch no longer needs the patch."""
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    patched = BaseSchedulerNode.is_cpu
+    BaseSchedulerNode.is_cpu = patches.original_is_cpu()
+    try:
+        torch._dynamo.reset()
+        with torch._inductor.config.patch(force_disable_caches=True):
+            with pytest.raises(Exception, match="can't multiply sequence"):
+                torch.compile(softmax_scaled)(*inputs("openreg"))
+    finally:
+        BaseSchedulerNode.is_cpu = patched
+        torch._dynamo.reset()

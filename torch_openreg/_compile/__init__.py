@@ -1,0 +1,128 @@
+"""torch.compile for openreg: the Dynamo device interface, Inductor's registration for the device,
+and the Dynamo backend named "openreg". See docs/compile.md.
+
+# [marker: compile-registration]
+Note [Registration when Dynamo and Inductor load]
+Each registration goes into a registry of a module of torch._dynamo or torch._inductor, and
+importing those modules costs more than importing torch itself (measured: 2.4 s for torch._dynamo
+and 0.5 s more for Inductor's codegen, with torch taking 2.0 s, load average 7.6). Most processes
+that load torch_openreg never compile, so torch_openreg's import (`install()`) registers each
+part the moment the module holding its registry finishes loading:
+  torch._dynamo                       the device interface and the "openreg" backend
+  torch._inductor.codegen.common      the device op overrides (read before any wrapper is made)
+  torch._inductor.codegen.cpp         the scheduling and the wrapper (Inductor's
+                                      init_backend_registration imports it before lowering)
+  torch._inductor.scheduler           the patch of Note [Inductor's CPU-only guards]
+A module already loaded gets its part at once. The hook is an import finder (sys.meta_path) that
+wraps the module's own loader, so the module loads as it would and the registration runs after;
+it patches nothing of torch.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+
+def _register_dynamo() -> None:
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    from . import backend
+    from .device_interface import OpenRegInterface
+
+    register_interface_for_device("openreg", OpenRegInterface)
+    for index in range(OpenRegInterface.device_count()):
+        register_interface_for_device(f"openreg:{index}", OpenRegInterface)
+    if "openreg" not in _COMPILER_FNS:
+        register_backend(backend.openreg, name="openreg")
+
+
+def _register_device_op_overrides() -> None:
+    from . import device_op_overrides
+
+    device_op_overrides.register()
+
+
+def _register_inductor_backend() -> None:
+    from . import inductor
+
+    inductor.register()
+
+
+def _apply_patches() -> None:
+    from . import patches
+
+    patches.apply()
+
+
+_HOOKS: dict[str, Callable[[], None]] = {
+    "torch._dynamo": _register_dynamo,
+    "torch._inductor.codegen.common": _register_device_op_overrides,
+    "torch._inductor.codegen.cpp": _register_inductor_backend,
+    "torch._inductor.scheduler": _apply_patches,
+}
+_pending: dict[str, Callable[[], None]] = {}
+_lock = threading.Lock()
+
+
+def _loaded(name: str) -> bool:
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+class _ThenRegister(importlib.abc.Loader):
+    """The module's own loader, then the registration."""
+
+    def __init__(self, loader: Any, callback: Callable[[], None]) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._callback()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ...: the module's loader
+        return getattr(self._loader, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        with _lock:
+            callback = _pending.pop(name, None)
+        if callback is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _ThenRegister(spec.loader, callback)
+                return spec
+        return None
+
+
+_finder = _Finder()
+
+
+def install() -> None:
+    """Registers each part now if its module is loaded, else when it loads. Called once, by
+    torch_openreg's import."""
+    for name, callback in _HOOKS.items():
+        if _loaded(name):
+            callback()
+        else:
+            with _lock:
+                _pending[name] = callback
+    if _pending and _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
