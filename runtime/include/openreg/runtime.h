@@ -361,7 +361,6 @@ OPENREG_RUNTIME_API orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle);
  * for NULL info or bytes that are not a handle. */
 OPENREG_RUNTIME_API orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info,
                                                     orIpcMemHandle_t handle);
- * ------------------------------------------------------------------------------------------- */
 
 /* ---------------------------------------------------------------------------------------------
  * Graphs: stream capture and replay (docs/graphs.md)
