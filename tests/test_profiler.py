@@ -117,8 +117,9 @@ def test_two_streams_and_two_devices_are_separate_rows(tmp_path):
     assert add["args"]["stream"] == 0 and mul["args"]["stream"] == side.stream_id
 
 
-def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path):
-    host = torch.randn(1000)
+@pytest.mark.parametrize("numel", [1000, 2**19], ids=["runtime copy", "copy_ task of 2 MiB"])
+def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path, numel):
+    host = torch.randn(numel)
     with profile(activities=DEVICE) as prof:
         on0 = host.to("openreg:0")
         on1 = on0.to("openreg:1")
@@ -126,10 +127,10 @@ def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path):
     assert torch.equal(back, host)
     events = trace_events(prof, tmp_path)
     copies = tasks(events)
-    assert [e["name"] for e in copies if e["cat"] == "gpu_memcpy"] == [
-        "Memcpy HtoD",
-        "Memcpy DtoD",
-        "Memcpy DtoH",
+    assert [(e["name"], e["cat"]) for e in copies] == [
+        ("Memcpy HtoD", "gpu_memcpy"),
+        ("Memcpy DtoD", "gpu_memcpy"),
+        ("Memcpy DtoH", "gpu_memcpy"),
     ]
     # Each is charged to the innermost operator that launched it: openreg's _copy_from.
     copy_ids = [

@@ -100,6 +100,11 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
     }
   }
 
+  // A session Kineto drops without stopping it must not leave the runtime timing every launch.
+  ~ActivitySession() override {
+    if (recording_) endTaskActivity();
+  }
+
   void start() override {
     if (wanted_.empty()) return;
     recording_ = beginTaskActivity();
