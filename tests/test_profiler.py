@@ -223,3 +223,16 @@ def test_a_failed_kernel_raises_as_without_profiler_and_is_marked_failed(tmp_pat
     assert copy["args"]["failed"] == 1
     ok = data + 1  # the device stays usable
     assert torch.equal(ok.cpu(), torch.arange(12.0).view(3, 4) + 1)
+
+
+def test_autograd_profiler_with_kineto_charges_kernels_to_operators():
+    a = torch.randn(64, 64)
+    da = a.to("openreg")
+    torch.openreg.synchronize()
+    with autograd_profile(use_device="openreg", use_kineto=True) as prof:
+        b = da @ da
+    assert torch.equal(b.cpu(), a @ a)
+    [kernel] = [e for e in prof.function_events if e.name == "aten::mm kernel"]
+    charged = [e for e in prof.function_events if e.name == "aten::mm" and e.device_time_total > 0]
+    assert kernel.device_time_total > 0
+    assert [e.device_time_total for e in charged] == [kernel.device_time_total]
