@@ -236,3 +236,21 @@ def test_autograd_profiler_with_kineto_charges_kernels_to_operators():
     charged = [e for e in prof.function_events if e.name == "aten::mm" and e.device_time_total > 0]
     assert kernel.device_time_total > 0
     assert [e.device_time_total for e in charged] == [kernel.device_time_total]
+
+
+def test_work_launched_in_a_range_outside_operators_is_charged_to_the_range(tmp_path):
+    a = torch.randn(16, device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=DEVICE) as prof:
+        with record_function("sleepy"):
+            torch.openreg._sleep(20)
+            a + a  # an operator inside the range: its kernel stays the operator's
+    events = trace_events(prof, tmp_path)
+    [sleep] = tasks(events, "openreg::_sleep")
+    [add] = tasks(events, "aten::add kernel")
+    [sleepy] = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == "sleepy"]
+    assert sleep["args"]["External id"] == sleepy["args"]["External id"]
+    assert add["args"]["External id"] == outermost_cpu_op(events, "aten::add")["args"]["External id"]
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["sleepy"].self_device_time_total == pytest.approx(sleep["dur"], abs=0.01)
+    assert sleep["dur"] >= 20_000
