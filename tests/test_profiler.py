@@ -14,6 +14,7 @@ from torch.autograd.profiler import profile as autograd_profile
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import torch_openreg
+from conftest import run_python
 
 DEVICE = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 TASK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -254,3 +255,25 @@ def test_work_launched_in_a_range_outside_operators_is_charged_to_the_range(tmp_
     averages = {e.key: e for e in prof.key_averages()}
     assert averages["sleepy"].self_device_time_total == pytest.approx(sleep["dur"], abs=0.01)
     assert sleep["dur"] >= 20_000
+
+
+def test_launch_blocking_keeps_every_task_on_its_row():
+    code = """
+        import json, tempfile, torch
+        from torch.profiler import ProfilerActivity, profile
+        a = torch.randn(64, 64)
+        da = a.to("openreg")
+        side = torch.openreg.Stream()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            x = da @ da
+            with torch.openreg.stream(side):
+                y = da + da
+        assert torch.equal(x.cpu(), a @ a) and torch.equal(y.cpu(), a + a)
+        path = tempfile.mktemp(suffix=".json")
+        prof.export_chrome_trace(path)
+        events = json.load(open(path))["traceEvents"]
+        print(sorted((e["name"], e["tid"]) for e in events if e.get("cat") == "kernel"))
+    """
+    result = run_python(code, env={"OPENREG_LAUNCH_BLOCKING": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[('aten::add kernel', 1), ('aten::mm kernel', 0)]"
