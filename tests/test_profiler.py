@@ -14,6 +14,7 @@ from torch.autograd.profiler import profile as autograd_profile
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import torch_openreg
+from conftest import run_python
 
 DEVICE = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 TASK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -117,8 +118,9 @@ def test_two_streams_and_two_devices_are_separate_rows(tmp_path):
     assert add["args"]["stream"] == 0 and mul["args"]["stream"] == side.stream_id
 
 
-def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path):
-    host = torch.randn(1000)
+@pytest.mark.parametrize("numel", [1000, 2**19], ids=["runtime copy", "copy_ task of 2 MiB"])
+def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path, numel):
+    host = torch.randn(numel)
     with profile(activities=DEVICE) as prof:
         on0 = host.to("openreg:0")
         on1 = on0.to("openreg:1")
@@ -126,10 +128,10 @@ def test_copies_are_memcpy_tasks_of_the_copy_operator(tmp_path):
     assert torch.equal(back, host)
     events = trace_events(prof, tmp_path)
     copies = tasks(events)
-    assert [e["name"] for e in copies if e["cat"] == "gpu_memcpy"] == [
-        "Memcpy HtoD",
-        "Memcpy DtoD",
-        "Memcpy DtoH",
+    assert [(e["name"], e["cat"]) for e in copies] == [
+        ("Memcpy HtoD", "gpu_memcpy"),
+        ("Memcpy DtoD", "gpu_memcpy"),
+        ("Memcpy DtoH", "gpu_memcpy"),
     ]
     # Each is charged to the innermost operator that launched it: openreg's _copy_from.
     copy_ids = [
@@ -222,3 +224,56 @@ def test_a_failed_kernel_raises_as_without_profiler_and_is_marked_failed(tmp_pat
     assert copy["args"]["failed"] == 1
     ok = data + 1  # the device stays usable
     assert torch.equal(ok.cpu(), torch.arange(12.0).view(3, 4) + 1)
+
+
+def test_autograd_profiler_with_kineto_charges_kernels_to_operators():
+    a = torch.randn(64, 64)
+    da = a.to("openreg")
+    torch.openreg.synchronize()
+    with autograd_profile(use_device="openreg", use_kineto=True) as prof:
+        b = da @ da
+    assert torch.equal(b.cpu(), a @ a)
+    [kernel] = [e for e in prof.function_events if e.name == "aten::mm kernel"]
+    charged = [e for e in prof.function_events if e.name == "aten::mm" and e.device_time_total > 0]
+    assert kernel.device_time_total > 0
+    assert [e.device_time_total for e in charged] == [kernel.device_time_total]
+
+
+def test_work_launched_in_a_range_outside_operators_is_charged_to_the_range(tmp_path):
+    a = torch.randn(16, device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=DEVICE) as prof:
+        with record_function("sleepy"):
+            torch.openreg._sleep(20)
+            a + a  # an operator inside the range: its kernel stays the operator's
+    events = trace_events(prof, tmp_path)
+    [sleep] = tasks(events, "openreg::_sleep")
+    [add] = tasks(events, "aten::add kernel")
+    [sleepy] = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == "sleepy"]
+    assert sleep["args"]["External id"] == sleepy["args"]["External id"]
+    assert add["args"]["External id"] == outermost_cpu_op(events, "aten::add")["args"]["External id"]
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["sleepy"].self_device_time_total == pytest.approx(sleep["dur"], abs=0.01)
+    assert sleep["dur"] >= 20_000
+
+
+def test_launch_blocking_keeps_every_task_on_its_row():
+    code = """
+        import json, tempfile, torch
+        from torch.profiler import ProfilerActivity, profile
+        a = torch.randn(64, 64)
+        da = a.to("openreg")
+        side = torch.openreg.Stream()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            x = da @ da
+            with torch.openreg.stream(side):
+                y = da + da
+        assert torch.equal(x.cpu(), a @ a) and torch.equal(y.cpu(), a + a)
+        path = tempfile.mktemp(suffix=".json")
+        prof.export_chrome_trace(path)
+        events = json.load(open(path))["traceEvents"]
+        print(sorted((e["name"], e["tid"]) for e in events if e.get("cat") == "kernel"))
+    """
+    result = run_python(code, env={"OPENREG_LAUNCH_BLOCKING": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[('aten::add kernel', 1), ('aten::mm kernel', 0)]"

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
+#include <openreg/activity.hpp>
 #include <openreg/task.hpp>
 
 #include "aten/KernelAlias.h"
@@ -85,6 +86,10 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     auto task =
         kernelTask("aten::copy_", {self}, {dst},
                    [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); });
+    // A profiler shows it as the copy it is, not as a kernel (Note [Task activity]).
+    const openreg::ScopedTaskLabel label(
+        openreg::TaskKind::Memcpy,
+        toDevice ? (fromDevice ? "Memcpy DtoD" : "Memcpy HtoD") : "Memcpy DtoH");
     OPENREG_CHECK(asynchronous ? openreg::launch(handle, std::move(task))
                                : openreg::launchAndWait(handle, std::move(task)));
   }

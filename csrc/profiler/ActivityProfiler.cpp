@@ -8,8 +8,9 @@
 //    on and off (Note [Task activity] in runtime/include/openreg/activity.hpp). stop() returns
 //    once every task launched during the profile has run, so the trace holds all of them;
 //  - pushCorrelationId/popCorrelationId on the thread running each recorded operator (the id is
-//    the operator's FunctionEvent.id): forwarded to the runtime's per-thread stack, so each task
-//    carries the id of the innermost operator that launched it;
+//    the operator's FunctionEvent.id), and pushUserCorrelationId/popUserCorrelationId around each
+//    record_function range: forwarded to the runtime's per-thread stack, so each task carries the
+//    id of the innermost operator (or, outside any operator, range) that launched it;
 //  - processTrace() after stop: one activity per task (kernel, copy, memset) on the row of its
 //    stream, with its device start and end, linked to the launching operator (getLinkedActivity),
 //    which is how key_averages() charges device time to that operator; and one launch activity
@@ -100,6 +101,11 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
     }
   }
 
+  // A session Kineto drops without stopping it must not leave the runtime timing every launch.
+  ~ActivitySession() override {
+    if (recording_) endTaskActivity();
+  }
+
   void start() override {
     if (wanted_.empty()) return;
     recording_ = beginTaskActivity();
@@ -123,6 +129,15 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
     if (!wanted_.empty()) pushLaunchCorrelation(id);
   }
   void popCorrelationId() override {
+    if (!wanted_.empty()) popLaunchCorrelation();
+  }
+  // A record_function range: its id goes on the same stack, so work launched inside the range
+  // but outside any operator (torch.openreg._sleep, a raw launch) is charged to the range.
+  // PyTorch draws user and operator ids from one counter.
+  void pushUserCorrelationId(uint64_t id) override {
+    if (!wanted_.empty()) pushLaunchCorrelation(id);
+  }
+  void popUserCorrelationId() override {
     if (!wanted_.empty()) popLaunchCorrelation();
   }
 

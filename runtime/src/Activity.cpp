@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -57,11 +58,8 @@ class TimedTask {
  public:
   TimedTask(Task&& task, const TaskActivity& activity)
       : task_(std::move(task)), activity_(activity) {}
-  TimedTask(TimedTask&& other) noexcept
-      : task_(std::move(other.task_)),
-        activity_(other.activity_),
-        pending_(std::exchange(other.pending_, false)) {}
-  TimedTask& operator=(TimedTask&&) = delete;
+  TimedTask(const TimedTask&) = delete;
+  TimedTask& operator=(const TimedTask&) = delete;
   ~TimedTask() {
     if (!pending_) return;
     activity_.startNs = activity_.endNs = nowNs();
@@ -104,6 +102,14 @@ class TimedTask {
   bool pending_ = true;
 };
 
+// The TimedTask as the stream holds it: one pointer, so the Task stores it inline and wrapping
+// cannot fail once the TimedTask exists.
+struct HeldTimedTask {
+  std::unique_ptr<TimedTask> timed;
+  void operator()() { (*timed)(); }
+  void accesses(AccessList& out) const { timed->accesses(out); }
+};
+
 }  // namespace
 
 // Note [Ending a recording]
@@ -128,12 +134,15 @@ void wrapForActivity(const Stream& stream, StreamOp& op) {
   activity.correlation = tCorrelations.empty() ? 0 : tCorrelations.back();
   activity.launchThread = launchingThread();
   activity.launchNs = nowNs();
+  std::unique_ptr<TimedTask> timed;
   try {
-    op.task = Task(TimedTask(std::move(op.task), activity));
+    timed = std::make_unique<TimedTask>(std::move(op.task), activity);
   } catch (...) {
-    // No host memory for the wrapper: the task goes untimed.
+    // No host memory for the wrapper: the task (not moved from) goes untimed.
     r.inFlight.fetch_sub(1, std::memory_order_seq_cst);
+    return;
   }
+  op.task = Task(HeldTimedTask{std::move(timed)});
 }
 
 bool beginTaskActivity() {
