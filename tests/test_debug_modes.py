@@ -199,30 +199,38 @@ def test_environment_variables_turn_the_modes_on_at_import():
         """
         import torch
         from torch_openreg.openreg import debug
-        names = sorted(type(m).__name__ for m in debug._from_environment)
-        print(names)
+        print(sorted(type(m).__name__ for m in debug._from_environment))
+        print([m.atol for m in debug._from_environment if isinstance(m, debug.CompareWithCpuMode)])
         x = torch.tensor([-1.0], device="openreg")
         try:
             torch.sqrt(x)
         except debug.NonFiniteError as e:
             print(str(e).splitlines()[0])
-        with debug.inject_faults():  # disarms what the environment armed, when it ends
-            pass
+        try:
+            torch.empty(1, device="openreg:1")
+        except RuntimeError as e:
+            print(str(e).splitlines()[0])
         """,
         env={
             "OPENREG_DEBUG_COMPARE_CPU": "atol=1e-6,rtol=0",
             "OPENREG_DEBUG_NONFINITE": "1",
             "OPENREG_STREAM_SANITIZER": "1",
-            "OPENREG_FAULT_INJECTION": "kernel_at=1000",
+            "OPENREG_FAULT_INJECTION": "lose_device=1",
         },
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "['CheckFiniteMode', 'CompareWithCpuMode', 'StreamSanitizerMode']"
+    assert lines[1] == "[1e-06]"
     assert (
-        lines[1] == "openreg debug (non-finite check): aten::sqrt produced 1 NaN and 0 Inf of 1 elements in output 0."
+        lines[2] == "openreg debug (non-finite check): aten::sqrt produced 1 NaN and 0 Inf of 1 elements in output 0."
     )
-    bad = run_python(
-        "import torch_openreg", env={"OPENREG_FAULT_INJECTION": "oom=3", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    assert lines[3].startswith(
+        "openreg: device 1 is lost (injected by torch.openreg.debug.inject_faults(lose_device=1))"
     )
-    assert "ValueError: openreg: OPENREG_FAULT_INJECTION='oom=3': expected 1 or comma-separated oom_at=" in bad.stderr
+
+
+def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv("OPENREG_FAULT_INJECTION", "oom=3")
+    with pytest.raises(ValueError, match="OPENREG_FAULT_INJECTION='oom=3': expected 1 or comma-separated oom_at="):
+        debug._enable_from_environment()  # what importing torch_openreg runs
