@@ -14,6 +14,18 @@ _lib = torch.library.Library("openreg_debug_test", "DEF")
 _lib.define("scale(Tensor x) -> Tensor")
 _lib.impl("scale", lambda x: x * 2, "CPU")
 _lib.impl("scale", lambda x: x * 2 + 1e-6, "PrivateUse1")
+# And one whose openreg kernel accepts what the CPU's refuses.
+_lib.define("checked_sqrt(Tensor x) -> Tensor")
+
+
+def _cpu_checked_sqrt(x: torch.Tensor) -> torch.Tensor:
+    if bool((x < 0).any()):
+        raise ValueError("checked_sqrt: negative input")
+    return x.sqrt()
+
+
+_lib.impl("checked_sqrt", _cpu_checked_sqrt, "CPU")
+_lib.impl("checked_sqrt", lambda x: x.abs().sqrt(), "PrivateUse1")
 
 
 def _small_training_step(device: str) -> torch.Tensor:
@@ -39,6 +51,16 @@ def test_compare_with_cpu_names_the_first_operator_whose_kernel_is_wrong():
     assert f"largest difference {gap.max().item():.6g} at index {where}" in message
     assert "(tolerance: bitwise)" in message
     assert "test_debug_modes.py" in message and "torch.ops.openreg_debug_test.scale(y)  # the planted bug" in message
+
+
+def test_compare_with_cpu_reports_a_device_kernel_that_accepts_what_the_cpu_refuses():
+    x = torch.tensor([4.0, -1.0], device="openreg")
+    with debug.compare_with_cpu(), pytest.raises(debug.CpuMismatchError) as caught:
+        torch.ops.openreg_debug_test.checked_sqrt(x)
+    assert str(caught.value).startswith(
+        "openreg debug (compare with CPU): openreg_debug_test::checked_sqrt ran on openreg but the CPU raised "
+        "ValueError: checked_sqrt: negative input"
+    )
 
 
 def test_compare_with_cpu_passes_a_correct_training_step_and_honours_a_tolerance():
@@ -234,3 +256,15 @@ def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv("OPENREG_FAULT_INJECTION", "oom=3")
     with pytest.raises(ValueError, match="OPENREG_FAULT_INJECTION='oom=3': expected 1 or comma-separated oom_at="):
         debug._enable_from_environment()  # what importing torch_openreg runs
+
+
+def test_stream_sanitizer_reports_a_bad_free_when_left_if_no_operator_follows():
+    side = torch.openreg.Stream()
+    with pytest.raises(debug.StreamSyncError, match="was freed while stream"):  # noqa: PT012
+        with debug.stream_sanitizer():
+            x = torch.ones(10, device="openreg")
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                x.sum()
+            del x
+    torch.openreg.synchronize()
