@@ -86,6 +86,16 @@ def main() -> None:
             f"{name:<18}{per_op:>14.1f}{per_op / (results['off']['400 ops'] / 400 * 1e6):>8.1f}"
             f"{per_step:>16.1f}{per_step / (results['off']['3 steps'] / 3 * 1e3):>8.1f}"
         )
+    # Off against a build without the hooks: process CPU time (every thread), which the machine's
+    # load disturbs less than wall time; median of 7. Run the same on the other build to compare.
+    ops(x, 2000)
+    cpu = []
+    for _ in range(7):
+        start = time.process_time()
+        ops(x, 2000)
+        cpu.append(time.process_time() - start)
+    results["off"]["cpu time per op"] = sorted(cpu)[3] / 4000
+    print(f"off: {results['off']['cpu time per op'] * 1e6:.2f} us process CPU time per op (median of 7)")
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:
             json.dump({"load_average": load, "seconds": results}, f, indent=2)

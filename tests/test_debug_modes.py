@@ -14,6 +14,18 @@ _lib = torch.library.Library("openreg_debug_test", "DEF")
 _lib.define("scale(Tensor x) -> Tensor")
 _lib.impl("scale", lambda x: x * 2, "CPU")
 _lib.impl("scale", lambda x: x * 2 + 1e-6, "PrivateUse1")
+# And one whose openreg kernel accepts what the CPU's refuses.
+_lib.define("checked_sqrt(Tensor x) -> Tensor")
+
+
+def _cpu_checked_sqrt(x: torch.Tensor) -> torch.Tensor:
+    if bool((x < 0).any()):
+        raise ValueError("checked_sqrt: negative input")
+    return x.sqrt()
+
+
+_lib.impl("checked_sqrt", _cpu_checked_sqrt, "CPU")
+_lib.impl("checked_sqrt", lambda x: x.abs().sqrt(), "PrivateUse1")
 
 
 def _small_training_step(device: str) -> torch.Tensor:
@@ -39,6 +51,16 @@ def test_compare_with_cpu_names_the_first_operator_whose_kernel_is_wrong():
     assert f"largest difference {gap.max().item():.6g} at index {where}" in message
     assert "(tolerance: bitwise)" in message
     assert "test_debug_modes.py" in message and "torch.ops.openreg_debug_test.scale(y)  # the planted bug" in message
+
+
+def test_compare_with_cpu_reports_a_device_kernel_that_accepts_what_the_cpu_refuses():
+    x = torch.tensor([4.0, -1.0], device="openreg")
+    with debug.compare_with_cpu(), pytest.raises(debug.CpuMismatchError) as caught:
+        torch.ops.openreg_debug_test.checked_sqrt(x)
+    assert str(caught.value).startswith(
+        "openreg debug (compare with CPU): openreg_debug_test::checked_sqrt ran on openreg but the CPU raised "
+        "ValueError: checked_sqrt: negative input"
+    )
 
 
 def test_compare_with_cpu_passes_a_correct_training_step_and_honours_a_tolerance():
@@ -199,30 +221,50 @@ def test_environment_variables_turn_the_modes_on_at_import():
         """
         import torch
         from torch_openreg.openreg import debug
-        names = sorted(type(m).__name__ for m in debug._from_environment)
-        print(names)
+        print(sorted(type(m).__name__ for m in debug._from_environment))
+        print([m.atol for m in debug._from_environment if isinstance(m, debug.CompareWithCpuMode)])
         x = torch.tensor([-1.0], device="openreg")
         try:
             torch.sqrt(x)
         except debug.NonFiniteError as e:
             print(str(e).splitlines()[0])
-        with debug.inject_faults():  # disarms what the environment armed, when it ends
-            pass
+        try:
+            torch.empty(1, device="openreg:1")
+        except RuntimeError as e:
+            print(str(e).splitlines()[0])
         """,
         env={
             "OPENREG_DEBUG_COMPARE_CPU": "atol=1e-6,rtol=0",
             "OPENREG_DEBUG_NONFINITE": "1",
             "OPENREG_STREAM_SANITIZER": "1",
-            "OPENREG_FAULT_INJECTION": "kernel_at=1000",
+            "OPENREG_FAULT_INJECTION": "lose_device=1",
         },
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "['CheckFiniteMode', 'CompareWithCpuMode', 'StreamSanitizerMode']"
+    assert lines[1] == "[1e-06]"
     assert (
-        lines[1] == "openreg debug (non-finite check): aten::sqrt produced 1 NaN and 0 Inf of 1 elements in output 0."
+        lines[2] == "openreg debug (non-finite check): aten::sqrt produced 1 NaN and 0 Inf of 1 elements in output 0."
     )
-    bad = run_python(
-        "import torch_openreg", env={"OPENREG_FAULT_INJECTION": "oom=3", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    assert lines[3].startswith(
+        "openreg: device 1 is lost (injected by torch.openreg.debug.inject_faults(lose_device=1))"
     )
-    assert "ValueError: openreg: OPENREG_FAULT_INJECTION='oom=3': expected 1 or comma-separated oom_at=" in bad.stderr
+
+
+def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv("OPENREG_FAULT_INJECTION", "oom=3")
+    with pytest.raises(ValueError, match="OPENREG_FAULT_INJECTION='oom=3': expected 1 or comma-separated oom_at="):
+        debug._enable_from_environment()  # what importing torch_openreg runs
+
+
+def test_stream_sanitizer_reports_a_bad_free_when_left_if_no_operator_follows():
+    side = torch.openreg.Stream()
+    with pytest.raises(debug.StreamSyncError, match="was freed while stream"):  # noqa: PT012
+        with debug.stream_sanitizer():
+            x = torch.ones(10, device="openreg")
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                x.sum()
+            del x
+    torch.openreg.synchronize()

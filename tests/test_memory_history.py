@@ -3,6 +3,7 @@ snapshot is what PyTorch's memory visualizer (torch.cuda._memory_viz) reads, eve
 the stack that made it, and its numbers are the allocator's statistics."""
 
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,3 +144,20 @@ def test_not_recording_records_nothing_and_bad_arguments_are_refused():
         memory._record_memory_history(stacks="cpp")
     with pytest.raises(ValueError, match="context='alloc' is not supported"):
         memory._record_memory_history(context="alloc")
+
+
+def test_each_device_has_its_own_trace(recording):
+    on_one = torch.ones(100, device="openreg:1")
+    traces = memory._snapshot()["device_traces"]
+    assert len(traces) == torch.openreg.device_count()
+    assert any(e["action"] == "alloc" and e["addr"] == on_one.data_ptr() for e in traces[1])
+    assert not any(e["addr"] == on_one.data_ptr() for e in traces[0])
+    assert timeline(memory._snapshot(), 1)[-1].allocated == torch.openreg.memory_allocated(1)
+
+
+def test_the_wheel_still_lacks_the_header_py_symbolize_needs():
+    """Note [py_symbolize declared here] (torch_openreg/csrc/MemorySnapshot.cpp): when this fails,
+    include torch/csrc/profiler/python/combined_traceback.h instead of declaring the function."""
+    include = Path(torch.__file__).parent / "include"
+    assert (include / "torch/csrc/profiler/python/combined_traceback.h").exists()
+    assert not (include / "nlohmann/json.hpp").exists()

@@ -10,9 +10,12 @@
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
 
-// Declared as torch/csrc/profiler/python/combined_traceback.h declares it (exported by
-// libtorch_python): that header cannot be included from the 2.13.0 wheel, which does not ship the
-// nlohmann/json.hpp it includes for its other function.
+// Note [py_symbolize declared here]
+// torch::py_symbolize is declared as torch/csrc/profiler/python/combined_traceback.h declares it
+// (exported by libtorch_python): that header cannot be included from the 2.13.0 wheel, which does
+// not ship the nlohmann/json.hpp it includes for its other function.
+// tests/test_memory_history.py::test_the_wheel_still_lacks_the_header_py_symbolize_needs fails once
+// a wheel ships it; then include the header instead.
 namespace torch {
 TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
 }  // namespace torch

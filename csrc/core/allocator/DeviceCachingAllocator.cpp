@@ -67,7 +67,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (FaultInjection::armed()) {  // Note [Fault injection] in core/FaultInjection.h
     const std::string note = FaultInjection::allocation(device_);
-    if (!note.empty()) throwOutOfMemory(requested, roundSize(requested), note);
+    if (!note.empty()) throwOutOfMemory(requested, segmentSizeFor(roundSize(requested)), note);
   }
   processEvents();
   const size_t size = roundSize(requested);

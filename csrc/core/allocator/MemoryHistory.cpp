@@ -74,13 +74,18 @@ void MemoryHistory::record(TraceAction action, c10::DeviceIndex device, const vo
   try {
     State& s = state();
     bool cpp = false;
+    bool traced = false;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       cpp = s.cppFrames;
+      traced = s.maxEntries > 0;
     }
-    // Gathered outside the lock: a Python frame walk, and with cpp an unwind.
-    std::shared_ptr<c10::GatheredContext> context =
-        torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, cpp);
+    // Gathered outside the lock: a Python frame walk, and with cpp an unwind. Without a trace
+    // (enabled="state") only an allocation's stack is kept.
+    std::shared_ptr<c10::GatheredContext> context;
+    if (traced || action == TraceAction::Alloc) {
+      context = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, cpp);
+    }
     TraceEntry entry{
         action,  device, reinterpret_cast<size_t>(addr), size, OpenRegStream(stream).stream(),
         nowUs(), context};

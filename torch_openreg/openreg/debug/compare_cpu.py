@@ -49,6 +49,13 @@ def _describe(t: torch.Tensor, i: tuple[int, ...]) -> str:
 
 def _difference(actual: Any, expected: Any, atol: float, rtol: float) -> str | None:
     """Why `actual` (from openreg) is not `expected` (from the CPU), or None."""
+    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):  # foreach operators
+        if len(actual) != len(expected):
+            return f"has {len(actual)} elements, the CPU's {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            if (problem := _difference(a, e, atol, rtol)) is not None:
+                return f"[{i}] {problem}"
+        return None
     if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
         a = actual.detach().cpu()
         e = expected.detach()
