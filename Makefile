@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs
 
 all: build
 
@@ -124,7 +124,14 @@ bench-profiler: build
 # What the debug modes and memory history cost when on (docs/debugging.md).
 .PHONY: bench-debug
 bench-debug: build
+	@mkdir -p bench/results
 	$(PYTHON) bench/debug_modes_bench.py bench/results/debug_modes.json
+
+# Graph replay against eager openreg and the CPU, with a transformers GPT-2 forward (docs/graphs.md).
+bench-graphs: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
+	@mkdir -p bench/results
+	$(PYTHON) bench/graph_bench.py --gpt2 bench/results/graphs.json
 
 clean:
 	rm -rf build

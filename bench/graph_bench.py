@@ -154,7 +154,9 @@ def gpt2(device: str) -> tuple[nn.Module, torch.Tensor]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=64, vocab_size=1000)
+    config = GPT2Config(
+        n_layer=2, n_embd=128, n_head=4, n_positions=64, vocab_size=1000, bos_token_id=0, eos_token_id=0
+    )
     model = GPT2LMHeadModel(config).eval().to(device)
     tokens = torch.randint(0, 1000, (4, 64), generator=torch.Generator().manual_seed(2))
     return model, tokens.to(device)

@@ -255,7 +255,7 @@ def test_debug_dump_describes_tasks_streams_and_memory(tmp_path):
     g.debug_dump(str(path))
     text = path.read_text()
     assert text.startswith("digraph")
-    assert "task 0" in text and "task 1" in text and "stream 0" in text
+    assert "task 0: aten::mul" in text and "task 1: aten::add" in text and "stream 0" in text
     assert "writes 0x" in text
     g.replay()
     assert torch.equal(y.cpu(), torch.full((4,), 3.0))

@@ -155,20 +155,27 @@ orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int f
                     " stream(s)\";\n  node [shape=box];\n";
   std::vector<int> last(static_cast<std::size_t>(data->streamCount), -1);
   std::vector<int> lastRecord(static_cast<std::size_t>(data->streamCount), -1);
+  // Appends, not `"n" + std::to_string(i)`: GCC 12 warns (-Wrestrict) on that form, wrongly.
+  const auto edge = [&dot](int from, std::size_t to, const char* style) {
+    dot.append("  n").append(std::to_string(from)).append(" -> n").append(std::to_string(to));
+    dot.append(style).append(";\n");
+  };
   int taskNumber = 0;
   for (std::size_t i = 0; i < data->ops.size(); ++i) {
     const CapturedOp& op = data->ops[i];
     std::string label = kindName(op.kind);
     if (op.kind == CapturedOp::Kind::Task) {
-      label += " " + std::to_string(taskNumber++) + describeAccesses(op.task);
+      label.append(" ").append(std::to_string(taskNumber++));
+      if (const char* name = op.task.name()) label.append(": ").append(name);
+      label.append(describeAccesses(op.task));
     }
-    label += "\\nstream " + std::to_string(op.stream);
-    dot += "  n" + std::to_string(i) + " [label=\"" + label + "\"];\n";
+    label.append("\\nstream ").append(std::to_string(op.stream));
+    dot.append("  n").append(std::to_string(i)).append(" [label=\"").append(label).append("\"];\n");
     const auto s = static_cast<std::size_t>(op.stream);
-    if (last[s] >= 0) dot += "  n" + std::to_string(last[s]) + " -> n" + std::to_string(i) + ";\n";
-    if (op.kind == CapturedOp::Kind::Wait && lastRecord[static_cast<std::size_t>(op.peer)] >= 0) {
-      dot += "  n" + std::to_string(lastRecord[static_cast<std::size_t>(op.peer)]) + " -> n" +
-             std::to_string(i) + " [style=dashed];\n";
+    if (last[s] >= 0) edge(last[s], i, "");
+    if (op.kind == CapturedOp::Kind::Wait) {
+      const int record = lastRecord[static_cast<std::size_t>(op.peer)];
+      if (record >= 0) edge(record, i, " [style=dashed]");
     }
     if (op.kind == CapturedOp::Kind::Record) lastRecord[s] = static_cast<int>(i);
     last[s] = static_cast<int>(i);

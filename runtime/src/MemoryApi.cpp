@@ -126,6 +126,7 @@ struct CopyTask {
     out.push_back({src, count, /*read=*/true});
     out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
   }
+  const char* name() const { return call; }
 };
 
 struct MemsetTask {
@@ -133,6 +134,7 @@ struct MemsetTask {
   int value;
   std::size_t count;
   void operator()() const { std::memset(dst, value, count); }
+  const char* name() const { return "memset"; }
   void accesses(AccessList& out) const {
     out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
   }

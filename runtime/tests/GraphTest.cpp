@@ -397,6 +397,7 @@ TEST_F(GraphTest, DebugDotPrintDescribesTasksStreamsAndMemory) {
   OR_OK(orEventRecord(e1, stream));
   OR_OK(orStreamWaitEvent(side, e1, 0));
   OR_OK(openreg::launch(side, AddOne{kernel(a), kernel(a), n}));
+  OR_OK(orMemsetAsync(a, 0, n * sizeof(float), side));
   OR_OK(orEventRecord(e2, side));
   OR_OK(orStreamWaitEvent(stream, e2, 0));
   orGraph_t graph = nullptr;
@@ -410,6 +411,7 @@ TEST_F(GraphTest, DebugDotPrintDescribesTasksStreamsAndMemory) {
   EXPECT_EQ(dot.rfind("digraph", 0), 0u) << dot;
   EXPECT_NE(dot.find("2 stream(s)"), std::string::npos) << dot;
   EXPECT_NE(dot.find("task 0"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("task 1: memset"), std::string::npos) << dot;  // a task that names itself
   EXPECT_NE(dot.find("\\nreads 0x"), std::string::npos) << dot;
   EXPECT_NE(dot.find("\\nwrites 0x"), std::string::npos) << dot;
   EXPECT_NE(dot.find("style=dashed"), std::string::npos) << dot;  // the fork and the join

@@ -36,6 +36,7 @@ class Graph(torch.accelerator.Graph):
         super().capture_begin()
 
 
+# [marker: graph-context]
 class graph:
     """Captures the work of its body into `openreg_graph`, as `torch.cuda.graph` does.
 

@@ -56,6 +56,8 @@ struct AsyncTask {
   void operator()();
   // What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h).
   void accesses(AccessList& out) const;
+  // The operator, for descriptions of captured graphs (docs/graphs.md).
+  const char* name() const { return op.schema().name().c_str(); }
 
  private:
   using Aliases = c10::SmallVector<std::pair<at::Tensor, const KernelAliasSpec*>, 8>;
@@ -70,6 +72,7 @@ struct HeapTask {
   std::unique_ptr<T> task;
   void operator()() { (*task)(); }
   void accesses(AccessList& out) const { task->accesses(out); }
+  const char* name() const { return task->name(); }
 };
 
 }  // namespace openreg::engine

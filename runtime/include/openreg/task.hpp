@@ -104,6 +104,11 @@ class Task {
   void accesses(AccessList& out) const {
     if (declaresAccesses()) ops_->accesses(storage_, out);
   }
+  // What the callable calls itself (a member `const char* name() const`, e.g. the operator it
+  // runs), or nullptr. Used to describe captured graphs (orGraphDebugDotPrint).
+  const char* name() const {
+    return ops_ != nullptr && ops_->name != nullptr ? ops_->name(storage_) : nullptr;
+  }
 
   // Runs the callable. Calling an empty Task is a no-op.
   void operator()() {
@@ -123,6 +128,7 @@ class Task {
     void (*relocate)(void* dst, void* src) noexcept;  // move-construct into dst, destroy src
     void (*destroy)(void* self) noexcept;
     void (*accesses)(const void* self, AccessList& out);  // nullptr: not declared
+    const char* (*name)(const void* self);                // nullptr: not declared
   };
 
   template <class D, class = void>
@@ -151,6 +157,30 @@ class Task {
     }
   }();
 
+  template <class D, class = void>
+  struct HasName : std::false_type {};
+  template <class D>
+  struct HasName<D, std::void_t<decltype(std::declval<const D&>().name())>> : std::true_type {};
+
+  template <class D>
+  static constexpr auto kNameOf = [] {
+    if constexpr (HasName<D>::value) {
+      return +[](const void* self) -> const char* { return static_cast<const D*>(self)->name(); };
+    } else {
+      return static_cast<const char* (*)(const void*)>(nullptr);
+    }
+  }();
+  template <class D>
+  static constexpr auto kHeapNameOf = [] {
+    if constexpr (HasName<D>::value) {
+      return +[](const void* self) -> const char* {
+        return (*static_cast<const D* const*>(self))->name();
+      };
+    } else {
+      return static_cast<const char* (*)(const void*)>(nullptr);
+    }
+  }();
+
   template <class D>
   static constexpr bool fitsInline() {
     return sizeof(D) <= kInlineBytes && alignof(D) <= alignof(std::max_align_t) &&
@@ -166,6 +196,7 @@ class Task {
       },
       [](void* self) noexcept { static_cast<D*>(self)->~D(); },
       kAccessesOf<D>,
+      kNameOf<D>,
   };
 
   template <class D>
@@ -174,6 +205,7 @@ class Task {
       [](void* dst, void* src) noexcept { *static_cast<D**>(dst) = *static_cast<D**>(src); },
       [](void* self) noexcept { delete *static_cast<D**>(self); },
       kHeapAccessesOf<D>,
+      kHeapNameOf<D>,
   };
 
   const Ops* ops_ = nullptr;
