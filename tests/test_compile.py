@@ -108,6 +108,24 @@ def test_extern_kernels_run_through_the_engine():
     assert paths["async"] >= 1 and paths["compiled"] >= 1 and paths["copying"] == 0, paths
 
 
+def test_a_graph_with_cpu_and_openreg_kernels_launches_only_openreg_ones():
+    """The graph has a CPU kernel (the multiply after .cpu()) beside the openreg one: only the
+    openreg one is a stream task, and neither is taken for the other."""
+
+    def mixed(x):
+        y = torch.sin(x)
+        return y.cpu() * 2, y * 2
+
+    x, _ = inputs("openreg", 4, 4)
+    cx, _ = inputs("cpu", 4, 4)
+    with torch.openreg.count_paths() as paths:
+        on_cpu, on_device = compiled("openreg", mixed)(x)
+    assert on_cpu.device.type == "cpu" and on_device.device == x.device
+    torch.testing.assert_close(on_cpu, mixed(cx)[0])
+    torch.testing.assert_close(on_device.cpu(), mixed(cx)[1])
+    assert paths["compiled"] == 1, paths  # sin and y * 2, fused; the CPU kernel is not counted
+
+
 def test_offset_and_strided_views_reach_kernels_through_their_own_addresses():
     base = torch.randn(40, 66)
     cx, cy = base[3:35, 1::2], base[5:37, ::2]  # offsets into one storage, column stride 2
