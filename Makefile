@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean bench-compile conformance-compile
 
 all: build
 
@@ -110,6 +110,20 @@ bench: build
 	build/release/bench/runtime_bench bench/results/runtime.json
 	build/release/bench/allocator_bench bench/results/allocator.json
 	$(PYTHON) bench/engine_bench.py bench/results/engine.json
+
+# The compile sweep: every OpInfo, forward, float32/bfloat16/int64, compiled on openreg against
+# eager CPU where CPU Inductor passes; COMPILE_SAMPLES samples per (op, dtype) (0: all). Writes
+# conformance/compile-coverage.{json,md} (docs/compile.md).
+COMPILE_SAMPLES ?= 3
+conformance-compile: build
+	$(PYTHON) tools/conformance.py --compile --max-samples $(COMPILE_SAMPLES) --jobs $(JOBS) --out conformance
+
+# torch.compile on openreg against the CPU (bench/compile_bench.py, docs/compile.md): compiled
+# training steps, compile time, compiled against eager openreg, a warm second process.
+bench-compile: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
+	@mkdir -p bench/results
+	$(PYTHON) bench/compile_bench.py --json bench/results/compile.json
 
 clean:
 	rm -rf build

@@ -308,3 +308,29 @@ def test_inductor_still_needs_cpu_guard_patch():
     finally:
         BaseSchedulerNode.is_cpu = patched
         torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------------------------------------
+# The compile sweep, reduced (tools/conformance.py --compile; `make conformance-compile` runs it all)
+
+
+def test_reduced_compile_sweep_passes_where_cpu_inductor_passes():
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    sys.path.insert(0, str(tools))
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    import conformance
+    import conformance_worker
+
+    ops = {op.full_name: op for op in op_db}
+    plan = conformance.make_plan(reduced=True, compile=True)
+    assert set(plan) == set(conformance.COMPILE_REDUCED)
+    outcomes = []
+    for name, units in plan.items():
+        for dtype, direction in units:
+            assert direction == "forward" and dtype in conformance.COMPILE_DTYPES
+            sample = next(iter(ops[name].sample_inputs("cpu", getattr(torch, dtype))))
+            category, reason, _paths = conformance_worker.classify_compiled(ops[name], sample)
+            outcomes.append((name, dtype, category, reason))
+    assert all(category in conformance_worker.PASS for *_, category, _ in outcomes), outcomes
+    assert len(outcomes) == sum(len(dtypes) for dtypes in conformance.COMPILE_REDUCED.values())
