@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean bench-compile conformance-compile
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean bench-compile conformance-compile test-compile-long
 
 all: build
 
@@ -117,6 +117,12 @@ bench: build
 COMPILE_SAMPLES ?= 3
 conformance-compile: build
 	$(PYTHON) tools/conformance.py --compile --max-samples $(COMPILE_SAMPLES) --jobs $(JOBS) --out conformance
+
+# torch.compile's long cases (tests/test_compile.py, OPENREG_COMPILE_LONG): compiled training of
+# the CNN, the transformer LM and GPT-2 (transformers from requirements-bench.txt) against the CPU.
+test-compile-long: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
+	OPENREG_COMPILE_LONG=1 $(PYTHON) -m pytest -q tests/test_compile.py -k long
 
 # torch.compile on openreg against the CPU (bench/compile_bench.py, docs/compile.md): compiled
 # training steps, compile time, compiled against eager openreg, a warm second process.
