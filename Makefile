@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long
 
 all: build
 
@@ -132,6 +132,26 @@ bench-graphs: build
 	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
 	@mkdir -p bench/results
 	$(PYTHON) bench/graph_bench.py --gpt2 bench/results/graphs.json
+
+# The compile sweep: every OpInfo, forward, float32/bfloat16/int64, compiled on openreg against
+# eager CPU where CPU Inductor passes; COMPILE_SAMPLES samples per (op, dtype) (0: all). Writes
+# conformance/compile-coverage.{json,md} (docs/compile.md).
+COMPILE_SAMPLES ?= 3
+conformance-compile: build
+	$(PYTHON) tools/conformance.py --compile --max-samples $(COMPILE_SAMPLES) --jobs $(JOBS) --out conformance
+
+# torch.compile's long cases (tests/test_compile.py, OPENREG_COMPILE_LONG): compiled training of
+# the CNN, the transformer LM and GPT-2 (transformers from requirements-bench.txt) against the CPU.
+test-compile-long: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
+	OPENREG_COMPILE_LONG=1 $(PYTHON) -m pytest -q tests/test_compile.py -k long
+
+# torch.compile on openreg against the CPU (bench/compile_bench.py, docs/compile.md): compiled
+# training steps, compile time, compiled against eager openreg, a warm second process.
+bench-compile: build
+	@$(MAKE) --no-print-directory .venv/.bench-requirements-installed
+	@mkdir -p bench/results
+	$(PYTHON) bench/compile_bench.py --json bench/results/compile.json
 
 clean:
 	rm -rf build

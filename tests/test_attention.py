@@ -122,15 +122,19 @@ def test_attention_forward_and_backward_equal_cpu_bitwise(dtype, case):
         assert same(a.grad, b.grad), case
 
 
-def test_outputs_have_the_cpu_flash_kernel_layouts():
-    # Note [Attention outputs]: output, logsumexp (shape, strides, dtype) as the CPU wrapper's.
+def test_outputs_have_the_cpu_flash_kernel_values_in_the_meta_kernel_layouts():
+    # Note [Attention outputs]: output and logsumexp with the CPU wrapper's values and dtypes; the
+    # output in its layout, the logsumexp in the layout of the schema's Meta kernel, which compiled
+    # graphs rely on (docs/compile.md).
     for dtype in (torch.float32, torch.bfloat16, torch.float64):
         q = randn(2, 6, 3, 8, dtype=dtype).transpose(1, 2)  # heads-last memory
         k, v = randn(2, 3, 5, 8, dtype=dtype), randn(2, 3, 5, 8, dtype=dtype)
         out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, is_causal=True)
         r = aten._scaled_dot_product_fused_attention_overrideable(dev(q), dev(k), dev(v), is_causal=True)
-        assert same(r[0], out) and r[0].stride() == out.stride()
-        assert same(r[1], lse) and r[1].stride() == lse.stride()
+        meta = aten._scaled_dot_product_fused_attention_overrideable(
+            q.to("meta"), k.to("meta"), v.to("meta"), is_causal=True)
+        assert same(r[0], out) and r[0].stride() == out.stride() == meta[0].stride()
+        assert same(r[1], lse) and r[1].stride() == meta[1].stride() != lse.stride()
         assert r[2] is None and r[3] is None and r[8] is None and (r[4], r[5]) == (6, 5)
         assert r[6].shape == () and r[6].dtype == torch.int64 and r[6].device.type == "openreg"
 

@@ -7,9 +7,12 @@ with the same layout, on openreg; the results are compared bitwise, then within 
 tolerances. See docs/conformance.md.
 
     python tools/conformance.py [--ops name,name] [--dtypes float32,...] [--jobs N] [--out DIR]
-                                [--reduced] [--timeout S]
+                                [--reduced] [--timeout S] [--compile [--max-samples N]]
 
 Writes DIR/coverage.json and DIR/coverage.md (DIR: conformance/, by tools/conformance_report.py).
+With --compile, the compile sweep: forward only, float32, bfloat16 and int64, each op through
+torch.compile on openreg against eager CPU, counted where CPU Inductor passes
+(conformance_worker.classify_compiled); it writes DIR/compile-coverage.json and .md.
 This file is the parent: the work runs in worker subprocesses (tools/conformance_worker.py) that
 stream one JSON line per event; the parent restarts a worker that crashes or stops making
 progress, and records the sample it was running as a crash.
@@ -66,6 +69,10 @@ REDUCED = {
     "where": (F32, I64), "bernoulli": (F32,), "normal": (F32,), "nn.functional.dropout": (F32,),
 }
 
+# The compile sweep's dtypes, and the subset of it that tests/test_compile_sweep.py runs.
+COMPILE_DTYPES = ("float32", "bfloat16", "int64")
+COMPILE_REDUCED = {"add": (F32, I64), "softmax": (F32,), "sum": (F32, I64), "where": (F32,), "mm": (F32,)}
+
 
 # --------------------------------------------------------------------------------------------
 # The parent: hands ops to workers, restarts a worker that dies or hangs, gathers the records.
@@ -101,10 +108,10 @@ class Record:
 class Worker:
     """A worker subprocess, its unread output, and the request it is serving."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, extra_args: tuple = ()) -> None:
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  lives as long as the Worker: stop() reads it
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), "--threads", str(threads)],
+            [sys.executable, str(WORKER), "--threads", str(threads), *extra_args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
             start_new_session=True,  # its own process group: a kill takes its children too
         )
@@ -147,7 +154,8 @@ class Worker:
 
 
 # [marker: scheduler]
-def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None) -> dict[tuple, Record]:
+def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None,
+          worker_args: tuple = ()) -> dict[tuple, Record]:
     """Runs `plan` (op name -> [(dtype, direction), ...]) on `jobs` workers, each op on one worker.
     A worker that dies or sends nothing for `timeout` seconds is replaced: the sample it was
     running counts as a crash, once a retry in a fresh worker has crashed too (a dying process
@@ -161,7 +169,7 @@ def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None)
     done, startup_failures = 0, 0
 
     def start_worker() -> None:
-        worker = Worker(threads)
+        worker = Worker(threads, worker_args)
         selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
         workers.append(worker)
 
@@ -241,13 +249,15 @@ def sweep(plan: dict[str, list], jobs: int = 1, timeout: float = 60.0, log=None)
 # The command line.
 # --------------------------------------------------------------------------------------------
 
-def make_plan(op_names=None, dtype_names=None, reduced: bool = False) -> dict[str, list]:
+def make_plan(op_names=None, dtype_names=None, reduced: bool = False, compile: bool = False) -> dict[str, list]:
     """op name -> [[dtype, direction], ...]: every dtype the CPU supports for the op (or the
-    reduced subset's), forward, and backward for the dtypes OpInfo's autograd tests cover."""
+    reduced subset's), forward, and backward for the dtypes OpInfo's autograd tests cover. The
+    compile sweep's plan: forward only, COMPILE_DTYPES (its reduced subset: COMPILE_REDUCED)."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     ops = {op.full_name: op for op in op_db}
-    names = list(REDUCED) if reduced else list(ops)
+    subset = COMPILE_REDUCED if compile else REDUCED
+    names = list(subset) if reduced else list(ops)
     if op_names:
         unknown = sorted(set(op_names) - set(ops))
         if unknown:
@@ -258,8 +268,10 @@ def make_plan(op_names=None, dtype_names=None, reduced: bool = False) -> dict[st
         op = ops[name]
         forward = sorted(str(d).removeprefix("torch.") for d in op.supported_dtypes("cpu"))
         backward = {str(d).removeprefix("torch.") for d in op.supported_backward_dtypes("cpu")}
-        if reduced and name in REDUCED:
-            forward = [d for d in forward if d in REDUCED[name]]
+        if reduced and name in subset:
+            forward = [d for d in forward if d in subset[name]]
+        if compile:
+            forward, backward = [d for d in forward if d in COMPILE_DTYPES], set()
         if dtype_names:
             forward = [d for d in forward if d in dtype_names]
         units = [[d, direction] for d in forward for direction in ("forward", "backward")
@@ -288,12 +300,14 @@ def main(argv=None) -> int:
     parser.add_argument("--reduced", action="store_true", help="the subset tests/test_conformance.py runs")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds without progress before a worker is replaced (default 60)")
+    parser.add_argument("--compile", action="store_true", help="the compile sweep (torch.compile on openreg)")
+    parser.add_argument("--max-samples", type=int, default=0, help="samples per (op, dtype) at most (0: all)")
     args = parser.parse_args(argv)
 
     import torch
 
     split = lambda text: [part.strip() for part in text.split(",") if part.strip()] if text else None  # noqa: E731
-    plan = make_plan(split(args.ops), split(args.dtypes), args.reduced)
+    plan = make_plan(split(args.ops), split(args.dtypes), args.reduced, args.compile)
     if not plan:
         raise SystemExit("conformance: nothing to run")
     started = time.monotonic()
@@ -301,7 +315,8 @@ def main(argv=None) -> int:
     def log(message: str) -> None:
         print(f"{time.monotonic() - started:7.1f}s {message}", file=sys.stderr, flush=True)
 
-    records = sweep(plan, jobs=args.jobs, timeout=args.timeout, log=log)
+    worker_args = ("--compile", "--max-samples", str(args.max_samples)) if args.compile else ()
+    records = sweep(plan, jobs=args.jobs, timeout=args.timeout, log=log, worker_args=worker_args)
     meta = {
         "command": "python tools/conformance.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
@@ -312,13 +327,18 @@ def main(argv=None) -> int:
         "seconds": round(time.monotonic() - started, 1),
         "jobs": args.jobs,
     }
+    stem = "coverage"
+    if args.compile:
+        stem = "compile-coverage"
+        meta["title"] = "OpInfo compile sweep: torch.compile on openreg against eager CPU"
+        meta["max_samples"] = args.max_samples
     result = conformance_report.coverage(records, meta)
-    conformance_report.write(result, pathlib.Path(args.out))
+    conformance_report.write(result, pathlib.Path(args.out), stem)
     for direction in conformance_report.DIRECTIONS:
         s = result["summary"][direction]
         print(f"{direction}: {s['samples']} samples, pass rate {conformance_report.percent(s['pass_rate'])}, "
               + ", ".join(f"{c} {s[c]}" for c in CATEGORIES))
-    print(f"wrote {args.out}/coverage.json and coverage.md in {meta['seconds']:.0f} s")
+    print(f"wrote {args.out}/{stem}.json and {stem}.md in {meta['seconds']:.0f} s")
     return 0
 
 

@@ -2,7 +2,7 @@
 """A worker of the OpInfo conformance sweep (tools/conformance.py starts it): runs samples on the
 CPU and on openreg, judges each, and streams the outcomes to the parent as JSON lines.
 
-    python tools/conformance_worker.py [--threads N]
+    python tools/conformance_worker.py [--threads N] [--compile] [--max-samples N]
 
 It reads requests on stdin, one JSON line each: {"op": name, "units": [[dtype, direction], ...]}.
 See docs/conformance.md.
@@ -25,9 +25,11 @@ SEED = 20240917
 # a result returned without complaint that differs from the CPU's.
 PASS = ("bitwise", "close", "both-raise")
 FAILURES = ("error", "crash", "wrong")
-SKIPS = ("skipped-nondeterministic", "skipped-no-grad")
+# skipped-cpu-inductor: the compile sweep's samples that CPU Inductor itself fails (raises where
+# eager does not, or differs from eager beyond tolerance): not openreg's to pass.
+SKIPS = ("skipped-nondeterministic", "skipped-no-grad", "skipped-cpu-inductor")
 CATEGORIES = PASS + SKIPS + FAILURES
-PATH_KEYS = ("native", "async", "sync", "copying", "copied_bytes")  # torch.openreg.count_paths()
+PATH_KEYS = ("native", "async", "sync", "copying", "compiled", "copied_bytes")  # torch.openreg.count_paths()
 
 # Factories whose values are uninitialized memory: only their shapes and dtypes are comparable.
 UNDEFINED_VALUES = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
@@ -119,9 +121,11 @@ def describe(error: BaseException) -> str:
     return short(f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}")
 
 
-def call(op, sample, device: str, direction: str, grad_outputs=None) -> Outcome:
+def call(op, sample, device: str, direction: str, grad_outputs=None, compiled: bool = False) -> Outcome:
     """Runs the op on a fresh replica of `sample` on `device`, seeded, and returns its results on
-    the CPU: the outputs (forward) or the gradients of the inputs that require grad (backward)."""
+    the CPU: the outputs (forward) or the gradients of the inputs that require grad (backward).
+    `compiled`: the op's function through torch.compile (Inductor), one compiled function per op
+    and device, so that later samples reuse or extend its graphs as user code would."""
     import torch
 
     on_openreg = device != "cpu"
@@ -133,7 +137,8 @@ def call(op, sample, device: str, direction: str, grad_outputs=None) -> Outcome:
         default_device = torch.device(device) if on_openreg and not tensors_in(args) else contextlib.nullcontext()
         with torch.openreg.count_paths() as paths, default_device:
             seed_generators(on_openreg)
-            result = op(args[0], *args[1], **args[2])
+            fn = _compiled(op, device) if compiled else op
+            result = fn(args[0], *args[1], **args[2])
             if direction == "backward":
                 result = _gradients(sample, result, tensors_in(args), device, outcome)
             if on_openreg:
@@ -151,6 +156,18 @@ def call(op, sample, device: str, direction: str, grad_outputs=None) -> Outcome:
             outcome.paths = paths
             _drain_device_errors()
     return outcome
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(op, device: str):
+    import torch
+
+    key = (op.full_name, device)
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(op.op)
+    return _COMPILED[key]
 
 
 # [marker: seeding]
@@ -274,8 +291,38 @@ def classify(op, sample, direction: str) -> tuple[str, str | None, dict]:
     return category, reason, paths
 
 
+# [marker: classify-compiled]
+def classify_compiled(op, sample) -> tuple[str, str | None, dict]:
+    """The compile sweep's judgement of one forward sample: the op compiled for openreg against
+    the op run eagerly on the CPU, counted only where the op compiled for the CPU passes the same
+    judgement (else skipped-cpu-inductor)."""
+    expected = call(op, sample, "cpu", "forward")
+    cpu = call(op, sample, "cpu", "forward", compiled=True)
+    if op.name in UNDEFINED_VALUES:
+        return "skipped-nondeterministic", "values are uninitialized memory", {}
+    if bool(expected.error) != bool(cpu.error):
+        return "skipped-cpu-inductor", short(f"CPU Inductor: {cpu.error or 'returned where eager raised'}"), {}
+    if not expected.error and compare(expected.value, cpu.value)[0] == "wrong":
+        return "skipped-cpu-inductor", "CPU Inductor differs from eager CPU", {}
+    device = call(op, sample, "openreg", "forward", compiled=True)
+    paths = device.paths or {}
+    if expected.error and device.error:
+        return "both-raise", None, paths
+    if device.error:
+        return "error", device.error, paths
+    if expected.error:
+        return "error", short(f"openreg returned, but the CPU raised {expected.error}"), paths
+    category, reason = compare(expected.value, device.value)
+    if category == "wrong" and metadata(expected.value) == metadata(device.value):
+        # Random operators draw from Inductor's own generator when compiled: not comparable.
+        again = call(op, sample, "cpu", "forward", compiled=True)
+        if again.error or compare(cpu.value, again.value)[0] != "bitwise":
+            category, reason = "skipped-nondeterministic", "CPU Inductor's own results differ between two runs"
+    return category, reason, paths
+
+
 # [marker: worker]
-def worker_main(threads: int) -> None:
+def worker_main(threads: int, compiled: bool = False, max_samples: int = 0) -> None:
     """Serves requests read from stdin, one JSON line each: {"op": name, "units": [[dtype,
     direction], ...]}. Writes events as JSON lines on the original stdout: ready, then per unit
     `unit`, one `sample` per sample (its category, reason, paths), perhaps a `note`; `idle` when
@@ -292,6 +339,9 @@ def worker_main(threads: int) -> None:
     import torch_openreg  # noqa: F401  (explicit: works with autoload disabled too)
 
     torch.set_num_threads(threads)
+    if compiled:  # every sample compiles: no silent fallback to eager after a few recompilations
+        torch._dynamo.config.recompile_limit = 1_000_000
+        torch._dynamo.config.accumulated_recompile_limit = 1_000_000
     ops = {op.full_name: op for op in op_db}
 
     def emit(**event) -> None:
@@ -303,15 +353,15 @@ def worker_main(threads: int) -> None:
         op = ops[request["op"]]
         for dtype_name, direction in request["units"]:
             emit(event="unit", dtype=dtype_name, direction=direction)
-            run_unit(op, getattr(torch, dtype_name), direction, emit)
+            run_unit(op, getattr(torch, dtype_name), direction, emit, compiled, max_samples)
         emit(event="idle")
 
 
-def run_unit(op, dtype, direction: str, emit) -> None:
+def run_unit(op, dtype, direction: str, emit, compiled: bool = False, max_samples: int = 0) -> None:
     _injected_fault(op.full_name)
     samples = iter(op.sample_inputs("cpu", dtype, requires_grad=direction == "backward"))
     index = 0
-    while True:
+    while not max_samples or index < max_samples:
         try:
             sample = next(samples)
         except StopIteration:
@@ -319,7 +369,7 @@ def run_unit(op, dtype, direction: str, emit) -> None:
         except Exception as error:  # noqa: BLE001  an OpInfo that cannot make its samples
             emit(event="note", reason=short(f"sample_inputs raised {describe(error)}"))
             return
-        category, reason, paths = classify(op, sample, direction)
+        category, reason, paths = classify_compiled(op, sample) if compiled else classify(op, sample, direction)
         emit(event="sample", index=index, category=category, reason=reason, paths=paths,
              input=short(sample.summary(), 400) if category in FAILURES else None)
         index += 1
@@ -338,4 +388,7 @@ def _injected_fault(op_name: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="a worker of tools/conformance.py")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    worker_main(parser.parse_args().threads)
+    parser.add_argument("--compile", action="store_true", help="the compile sweep (classify_compiled)")
+    parser.add_argument("--max-samples", type=int, default=0, help="samples per unit at most (0: all)")
+    arguments = parser.parse_args()
+    worker_main(arguments.threads, arguments.compile, arguments.max_samples)

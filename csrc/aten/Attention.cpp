@@ -29,16 +29,18 @@
 //
 // Note [Attention outputs]
 // The forward returns what the CPU's flash wrapper returns, in its layouts: the output in the
-// query's memory layout (empty_like), the logsumexp as a [B, L, H] buffer of the accumulation
-// dtype viewed as [B, H, L]. The overrideable schema's other results follow its Meta kernel:
-// cum_seq_q, cum_seq_k and debug_attn_mask undefined (None), max_q = L, max_k = S, philox seed and
-// offset 0-d int64 zeros (no dropout, nothing to replay). The backward's gradients are [B, L, H, E]
-// buffers viewed as [B, H, L, E], as the CPU's backward wrapper allocates them; their zeroing
-// (the kernel accumulates into them) happens inside the one task.
-// The mask gradient (grad_input_mask[3], a float attn_bias) is not something the CPU's flash
-// backward computes. The same task computes it from the saved logsumexp in the accumulation dtype:
-// P = exp(scale * Q K^T + bias - lse) (zero where is_causal masks), dS = P * (dO V^T - rowsum(dO *
-// O)), summed to the mask's shape. It equals the CPU's math path to rounding, not bitwise.
+// query's memory layout (empty_like), the logsumexp as a contiguous [B, H, L] buffer of the
+// accumulation dtype, which the kernel fills through a [B, L, H] view: the layout the schema's
+// Meta kernel announces, which torch.compile's graphs rely on (Inductor asserts the strides of
+// every extern kernel's outputs; docs/compile.md). The overrideable schema's other results follow
+// its Meta kernel: cum_seq_q, cum_seq_k and debug_attn_mask undefined (None), max_q = L, max_k = S,
+// philox seed and offset 0-d int64 zeros (no dropout, nothing to replay). The backward's gradients
+// are [B, L, H, E] buffers viewed as [B, H, L, E], as the CPU's backward wrapper allocates them;
+// their zeroing (the kernel accumulates into them) happens inside the one task. The mask gradient
+// (grad_input_mask[3], a float attn_bias) is not something the CPU's flash backward computes. The
+// same task computes it from the saved logsumexp in the accumulation dtype: P = exp(scale * Q K^T +
+// bias - lse) (zero where is_causal masks), dS = P * (dO V^T - rowsum(dO * O)), summed to the
+// mask's shape. It equals the CPU's math path to rounding, not bitwise.
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/DispatchStub.h>
@@ -225,21 +227,21 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   const int64_t B = query.size(0), H = query.size(1), L = query.size(2), S = key.size(2);
   at::Tensor out = at::empty_like(query);
   at::Tensor lse =
-      at::empty({B, L, H}, query.options().dtype(at::toOpMathType(query.scalar_type())));
+      at::empty({B, H, L}, query.options().dtype(at::toOpMathType(query.scalar_type())));
   if (out.numel() > 0) {
     launchOnCurrentStream(query.device(), "aten::_scaled_dot_product_fused_attention_overrideable",
                           {query, key, value, mask}, {out, lse},
                           [out = kernelAlias(out), lse = kernelAlias(lse), q = kernelAlias(query),
                            k = kernelAlias(key), v = kernelAlias(value), mask = kernelAlias(mask),
                            causal, scale]() mutable {
-                            at::native::flash_attention_kernel(c10::kCPU, out.transpose(1, 2), lse,
-                                                               q, k, v, 0.0, causal,
-                                                               optionalAlias(mask), scale);
+                            at::native::flash_attention_kernel(c10::kCPU, out.transpose(1, 2),
+                                                               lse.transpose(1, 2), q, k, v, 0.0,
+                                                               causal, optionalAlias(mask), scale);
                           });
   }
   const auto seedOptions = query.options().dtype(at::kLong);
   return {out,
-          lse.transpose(1, 2),
+          lse,
           at::Tensor(),
           at::Tensor(),
           c10::SymInt(L),

@@ -21,6 +21,11 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from . import kernel as _kernel
 
 _BINDING = "async_compile.cpp_pybinding("
+# The first line of every kernel OpenRegScheduling defines: how the wrapper tells openreg kernels
+# from the CPU kernels of the same graph (a graph that moves a tensor to the CPU has both), and
+# what keeps Inductor from reusing a CPU kernel of identical source for openreg (it dedupes
+# kernels by source).
+_MARK = "// openreg kernel: launched on the stream (torch_openreg/_compile/kernel.py)\n"
 _LAUNCHER_IMPORT = "from torch_openreg._compile.kernel import launcher as openreg_launcher"
 
 
@@ -49,7 +54,7 @@ class _OpenRegWrapperMixin:
         gpu: bool = True,
         cpp_definition: str | None = None,
     ) -> None:
-        if not gpu and kernel_body.startswith(_BINDING):
+        if not gpu and kernel_body.startswith(_BINDING) and _MARK.strip() in kernel_body:
             kernel_body = self._launcher_body(kernel_name, kernel_body)
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)  # type: ignore[misc]
 
@@ -112,8 +117,11 @@ class OpenRegSubgraphWrapperCodegen(_OpenRegWrapperMixin, SubgraphPythonWrapperC
 
 
 class OpenRegScheduling(CppScheduling):
-    """Inductor's C++ scheduling, unchanged: the kernels it generates are the CPU's, and only
-    their launch differs (the wrapper's). A class of its own so openreg has one place to grow."""
+    """Inductor's C++ scheduling: the kernels it generates are the CPU's, only marked as openreg's,
+    so that the wrapper launches them on the stream."""
+
+    def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
+        return super().define_kernel(_MARK + src_code, nodes, kernel_args)
 
 
 def register() -> None:
