@@ -45,5 +45,6 @@ def _register() -> None:
 
 _register()
 
+from . import distributed  # noqa: E402,F401  (registers the occl collective backend)
 
 __all__ = ["openreg"]

@@ -7,6 +7,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Ledger.h"
@@ -14,6 +15,7 @@
 #include "core/Generator.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
+#include "distributed/ProcessGroupOccl.h"
 
 namespace py = pybind11;
 
@@ -165,4 +167,32 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // [marker: bindings-distributed]
+  // The occl backend around a ProcessGroupGloo made in Python (torch_openreg/distributed.py).
+  // `options` (what split_group copies) is made in Python from `_timeout_ms`.
+  py::class_<openreg::distributed::ProcessGroupOccl, c10d::Backend,
+             c10::intrusive_ptr<openreg::distributed::ProcessGroupOccl>>(m, "ProcessGroupOccl")
+      .def_property_readonly("_timeout_ms", [](openreg::distributed::ProcessGroupOccl& pg) {
+        return static_cast<int64_t>(pg.getBackendOptions()->timeout.count());
+      });
+  // make_gloo(store, rank, size, timeout_ms) makes the Gloo backend of a split group.
+  m.def("_occl_backend",
+        translated(+[](c10::intrusive_ptr<c10d::Backend> gloo, py::function makeGloo) {
+          // The last backend may go away without the GIL: the function is released with it.
+          std::shared_ptr<py::function> shared(new py::function(std::move(makeGloo)),
+                                               [](py::function* f) {
+                                                 if (!Py_IsInitialized()) return;  // leaked at exit
+                                                 py::gil_scoped_acquire gil;
+                                                 delete f;
+                                               });
+          auto maker = [makeGloo = std::move(shared)](const c10::intrusive_ptr<c10d::Store>& store,
+                                                      int rank, int size,
+                                                      std::chrono::milliseconds timeout) {
+            py::gil_scoped_acquire gil;
+            return (*makeGloo)(store, rank, size, timeout.count())
+                .cast<c10::intrusive_ptr<c10d::Backend>>();
+          };
+          return c10::make_intrusive<openreg::distributed::ProcessGroupOccl>(std::move(gloo),
+                                                                             std::move(maker));
+        }));
 }
