@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long
+.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed
 
 all: build
 
@@ -155,3 +155,8 @@ bench-compile: build
 
 clean:
 	rm -rf build
+
+# torch.distributed on openreg (docs/distributed.md): the 2-rank checks of make test, then FSDP2,
+# DTensor, checkpoints, faults and torchrun launches (tests/distributed/, a few minutes).
+test-distributed: build
+	OPENREG_TEST_DISTRIBUTED=1 $(PYTHON) -m pytest -q tests/test_distributed.py tests/distributed

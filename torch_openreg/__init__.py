@@ -54,5 +54,6 @@ from . import _compile  # noqa: E402
 
 _compile.install()
 
+from . import distributed  # noqa: E402,F401  (registers the occl collective backend)
 
 __all__ = ["openreg"]

@@ -11,6 +11,7 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 #include <openreg/activity.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "MemorySnapshot.h"
 #include "aten/engine/CopyingFallback.h"
@@ -25,6 +26,7 @@
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
 #include "inductor/CompiledKernel.h"
+#include "distributed/ProcessGroupOccl.h"
 
 namespace py = pybind11;
 
@@ -237,4 +239,32 @@ PYBIND11_MODULE(_C, m) {
         kernel.launch(converted);
         END_HANDLE_TH_ERRORS_PYBIND
       });
+  // [marker: bindings-distributed]
+  // The occl backend around a ProcessGroupGloo made in Python (torch_openreg/distributed.py).
+  // `options` (what split_group copies) is made in Python from `_timeout_ms`.
+  py::class_<openreg::distributed::ProcessGroupOccl, c10d::Backend,
+             c10::intrusive_ptr<openreg::distributed::ProcessGroupOccl>>(m, "ProcessGroupOccl")
+      .def_property_readonly("_timeout_ms", [](openreg::distributed::ProcessGroupOccl& pg) {
+        return static_cast<int64_t>(pg.getBackendOptions()->timeout.count());
+      });
+  // make_gloo(store, rank, size, timeout_ms) makes the Gloo backend of a split group.
+  m.def("_occl_backend",
+        translated(+[](c10::intrusive_ptr<c10d::Backend> gloo, py::function makeGloo) {
+          // The last backend may go away without the GIL: the function is released with it.
+          std::shared_ptr<py::function> shared(new py::function(std::move(makeGloo)),
+                                               [](py::function* f) {
+                                                 if (!Py_IsInitialized()) return;  // leaked at exit
+                                                 py::gil_scoped_acquire gil;
+                                                 delete f;
+                                               });
+          auto maker = [makeGloo = std::move(shared)](const c10::intrusive_ptr<c10d::Store>& store,
+                                                      int rank, int size,
+                                                      std::chrono::milliseconds timeout) {
+            py::gil_scoped_acquire gil;
+            return (*makeGloo)(store, rank, size, timeout.count())
+                .cast<c10::intrusive_ptr<c10d::Backend>>();
+          };
+          return c10::make_intrusive<openreg::distributed::ProcessGroupOccl>(std::move(gloo),
+                                                                             std::move(maker));
+        }));
 }

@@ -99,6 +99,9 @@ def current_device() -> int:
 def set_device(device: _device_t) -> None:
     index = _index(device)
     if index >= 0:
+        # Setting a device initializes, as torch.cuda.set_device does: afterwards
+        # is_initialized() is True (DeviceMesh checks it before setting the device again).
+        _lazy_init()
         _C._set_device(index)
 
 

@@ -1,0 +1,486 @@
+#include "distributed/ProcessGroupOccl.h"
+
+#include <ATen/ops/div.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "aten/KernelAlias.h"
+
+namespace openreg::distributed {
+
+namespace {
+
+// The tensors of one call: checks they share one device and makes the aliases Gloo is given.
+// [marker: occl-call-tensors]
+class CallTensors {
+ public:
+  explicit CallTensors(const char* op) : op_(op) {}
+
+  at::Tensor alias(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    check(t.device());
+    originals_.push_back(t);
+    return t.is_cpu() ? t : kernelAlias(t);
+  }
+  std::vector<at::Tensor> alias(const std::vector<at::Tensor>& ts) {
+    std::vector<at::Tensor> out;
+    out.reserve(ts.size());
+    for (const auto& t : ts) out.push_back(alias(t));
+    return out;
+  }
+  std::vector<std::vector<at::Tensor>> alias(const std::vector<std::vector<at::Tensor>>& tss) {
+    std::vector<std::vector<at::Tensor>> out;
+    out.reserve(tss.size());
+    for (const auto& ts : tss) out.push_back(alias(ts));
+    return out;
+  }
+
+  // The openreg device of the call, or nullopt for CPU tensors (or none).
+  std::optional<c10::Device> device() const {
+    if (device_.has_value() && device_->is_privateuseone()) return device_;
+    return std::nullopt;
+  }
+  std::vector<at::Tensor> takeOriginals() { return std::move(originals_); }
+
+ private:
+  void check(c10::Device device) {
+    TORCH_CHECK(device.is_privateuseone() || device.is_cpu(), "occl ", op_, ": a tensor is on ",
+                device.str(),
+                "; the occl backend serves openreg tensors (and a group's cpu tensors). Move it "
+                "with .to(\"openreg\").");
+    if (!device_.has_value()) {
+      device_ = device;
+      return;
+    }
+    TORCH_CHECK(*device_ == device, "occl ", op_, ": a tensor is on ", device.str(),
+                " but an earlier tensor of the same call is on ", device_->str(),
+                ". One collective's tensors must all be on one device: move them with .to(\"",
+                device_->str(), "\").");
+  }
+
+  const char* op_;
+  std::optional<c10::Device> device_;
+  std::vector<at::Tensor> originals_;
+};
+
+bool isAvg(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::AVG;
+}
+
+// Gloo has no AVG: occl sums and divides by the group size, as NCCL's average does (integers
+// truncate). PREMUL_SUM is NCCL's own and is refused here, naming what to use.
+c10d::ReduceOp glooReduceOp(const char* op, const c10d::ReduceOp& reduceOp) {
+  TORCH_CHECK(reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM, "occl ", op,
+              ": ReduceOp.PREMUL_SUM is not supported (Gloo has no pre-multiplied sum); scale the "
+              "inputs and use ReduceOp.SUM.");
+  if (isAvg(reduceOp)) return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  return reduceOp;
+}
+
+// Runs after Gloo's sum, on the completion thread, with the CPU's division kernel.
+WorkOccl::After divideAfter(std::vector<at::Tensor> aliases, int64_t n) {
+  return [aliases = std::move(aliases), n]() mutable {
+    for (auto& t : aliases) {
+      if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+        t.div_(n, "trunc");
+      } else {
+        t.div_(n);
+      }
+    }
+  };
+}
+
+}  // namespace
+
+ProcessGroupOccl::ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo)
+    : c10d::Backend(gloo->getRank(), gloo->getSize()),
+      gloo_(std::move(gloo)),
+      makeGloo_(std::move(makeGloo)) {
+  commThread_ = std::thread([this] { commLoop(); });
+  completionThread_ = std::thread([this] { completionLoop(); });
+}
+
+// Everything queued still runs (and completes its Work) before the threads end.
+ProcessGroupOccl::~ProcessGroupOccl() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  launchPending_.notify_all();
+  if (commThread_.joinable()) commThread_.join();
+  if (completionThread_.joinable()) completionThread_.join();
+}
+
+// [marker: occl-comm-loop]
+void ProcessGroupOccl::commLoop() {
+  for (;;) {
+    c10::intrusive_ptr<WorkOccl> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      launchPending_.wait(lock, [&] { return stopping_ || !launchQueue_.empty(); });
+      if (launchQueue_.empty()) {
+        launchDone_ = true;
+        completionPending_.notify_all();
+        return;
+      }
+      work = std::move(launchQueue_.front());
+      launchQueue_.pop_front();
+    }
+    if (!work->launch()) continue;  // failed: already complete
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      completionQueue_.push_back(std::move(work));
+    }
+    completionPending_.notify_one();
+  }
+}
+
+void ProcessGroupOccl::completionLoop() {
+  for (;;) {
+    c10::intrusive_ptr<WorkOccl> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      completionPending_.wait(lock, [&] { return launchDone_ || !completionQueue_.empty(); });
+      if (completionQueue_.empty()) return;
+      work = std::move(completionQueue_.front());
+      completionQueue_.pop_front();
+    }
+    work->completeAfterGloo();
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::enqueue(c10::intrusive_ptr<WorkOccl> work) {
+  work->recordGate();
+  if (coalescing_) coalesced_.push_back(work);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!stopping_, "occl ", work->opName(), ": the process group is shutting down");
+    launchQueue_.push_back(work);
+  }
+  launchPending_.notify_one();
+  return work;
+}
+
+void ProcessGroupOccl::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "occl: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::endCoalescing() {
+  TORCH_CHECK(coalescing_, "occl: endCoalescing called without startCoalescing");
+  coalescing_ = false;
+  std::optional<c10::Device> device;
+  std::vector<at::Tensor> outputs;
+  for (const auto& work : coalesced_) {
+    if (!device.has_value()) device = work->device();
+    for (const auto& t : work->result()) outputs.push_back(t);
+  }
+  // Completions run in issue order, so when this one runs the coalesced ones are done; waiting on
+  // them only raises the first failure.
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::COALESCED, "coalesced operations", device, std::vector<at::Tensor>{},
+      std::move(outputs), [] { return c10::intrusive_ptr<c10d::Work>(); },
+      [works = std::move(coalesced_)] {
+        for (const auto& w : works) w->wait(::kNoTimeout);
+      }));
+}
+
+// The timeout is all a split reads (see split()).
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupOccl::getBackendOptions() {
+  return c10::make_intrusive<Options>(getBackendName(), gloo_->getBackendOptions()->timeout);
+}
+
+// A split is a new Gloo group over the store ProcessGroup::splitGroup prepared, made by the
+// members of `ranks` only (the others get no backend).
+c10::intrusive_ptr<c10d::Backend> ProcessGroupOccl::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  TORCH_CHECK(makeGloo_, "occl: this backend was made without a way to split it");
+  const auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  const int groupRank = static_cast<int>(it - ranks.begin());
+  const auto timeout = opts ? opts->timeout : getBackendOptions()->timeout;
+  auto gloo = makeGloo_(store, groupRank, static_cast<int>(ranks.size()), timeout);
+  return c10::make_intrusive<ProcessGroupOccl>(std::move(gloo), makeGloo_);
+}
+
+void ProcessGroupOccl::setGroupUid(const std::string& pgUid) {
+  c10d::Backend::setGroupUid(pgUid);
+  gloo_->setGroupUid(pgUid);
+}
+
+void ProcessGroupOccl::setSequenceNumberForGroup() {
+  gloo_->setSequenceNumberForGroup();
+}
+
+uint64_t ProcessGroupOccl::getSequenceNumberForGroup() {
+  return gloo_->getSequenceNumberForGroup();
+}
+
+void ProcessGroupOccl::setTimeout(std::chrono::milliseconds timeout) {
+  gloo_->setTimeout(timeout);
+}
+
+// [marker: occl-collectives]
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  CallTensors call("broadcast");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::BROADCAST, "broadcast", device, call.takeOriginals(), tensors,
+      [gloo = gloo_, aliases, opts]() mutable { return gloo->broadcast(aliases, opts); }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  CallTensors call("all_reduce");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  c10d::AllreduceOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("all_reduce", opts.reduceOp);
+  const bool avg = isAvg(opts.reduceOp);
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLREDUCE, "all_reduce", device, call.takeOriginals(), tensors,
+      [gloo = gloo_, aliases, glooOpts]() mutable { return gloo->allreduce(aliases, glooOpts); },
+      avg ? divideAfter(aliases, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  CallTensors call("all_reduce_coalesced");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  c10d::AllreduceCoalescedOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("all_reduce_coalesced", opts.reduceOp);
+  const bool avg = isAvg(opts.reduceOp);
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", device,
+      call.takeOriginals(), tensors,
+      [gloo = gloo_, aliases, glooOpts]() mutable {
+        return gloo->allreduce_coalesced(aliases, glooOpts);
+      },
+      avg ? divideAfter(aliases, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  CallTensors call("reduce");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  c10d::ReduceOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("reduce", opts.reduceOp);
+  const bool avgHere = isAvg(opts.reduceOp) && opts.rootRank == rank_;
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::REDUCE, "reduce", device, call.takeOriginals(), tensors,
+      [gloo = gloo_, aliases, glooOpts]() mutable { return gloo->reduce(aliases, glooOpts); },
+      avgHere ? divideAfter(aliases, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  CallTensors call("all_gather");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLGATHER, "all_gather", device, call.takeOriginals(), std::move(flat),
+      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->allgather(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  CallTensors call("all_gather_into_tensor");
+  auto outAlias = call.alias(output);
+  auto inAlias = call.alias(input);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device, call.takeOriginals(),
+      std::vector<at::Tensor>{output}, [gloo = gloo_, outAlias, inAlias, opts]() mutable {
+        return gloo->_allgather_base(outAlias, inAlias, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  CallTensors call("all_gather_coalesced");
+  auto outAliases = call.alias(outputLists);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputLists) flat.insert(flat.end(), list.begin(), list.end());
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", device,
+      call.takeOriginals(), std::move(flat), [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->allgather_coalesced(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  CallTensors call("all_gather_into_tensor_coalesced");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", device,
+      call.takeOriginals(), outputs, [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->allgather_into_tensor_coalesced(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  CallTensors call("gather");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::GATHER, "gather", device, call.takeOriginals(), std::move(flat),
+      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->gather(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  CallTensors call("scatter");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::SCATTER, "scatter", device, call.takeOriginals(), outputs,
+      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->scatter(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  CallTensors call("reduce_scatter");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  c10d::ReduceScatterOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("reduce_scatter", opts.reduceOp);
+  const bool avg = isAvg(opts.reduceOp);
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, call.takeOriginals(), outputs,
+      [gloo = gloo_, outAliases, inAliases, glooOpts]() mutable {
+        return gloo->reduce_scatter(outAliases, inAliases, glooOpts);
+      },
+      avg ? divideAfter(outAliases, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  CallTensors call("reduce_scatter_tensor");
+  auto outAlias = call.alias(output);
+  auto inAlias = call.alias(input);
+  auto device = call.device();
+  c10d::ReduceScatterOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("reduce_scatter_tensor", opts.reduceOp);
+  const bool avg = isAvg(opts.reduceOp);
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", device,
+      call.takeOriginals(), std::vector<at::Tensor>{output},
+      [gloo = gloo_, outAlias, inAlias, glooOpts]() mutable {
+        return gloo->_reduce_scatter_base(outAlias, inAlias, glooOpts);
+      },
+      avg ? divideAfter({outAlias}, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  CallTensors call("reduce_scatter_tensor_coalesced");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  c10d::ReduceScatterOptions glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp("reduce_scatter_tensor_coalesced", opts.reduceOp);
+  const bool avg = isAvg(opts.reduceOp);
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", device,
+      call.takeOriginals(), outputs,
+      [gloo = gloo_, outAliases, inAliases, glooOpts]() mutable {
+        return gloo->reduce_scatter_tensor_coalesced(outAliases, inAliases, glooOpts);
+      },
+      avg ? divideAfter(outAliases, size_) : nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
+  CallTensors call("all_to_all_single");
+  auto outAlias = call.alias(output);
+  auto inAlias = call.alias(input);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, call.takeOriginals(),
+      std::vector<at::Tensor>{output},
+      [gloo = gloo_, outAlias, inAlias, outputSplitSizes, inputSplitSizes, opts]() mutable {
+        return gloo->alltoall_base(outAlias, inAlias, outputSplitSizes, inputSplitSizes, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  CallTensors call("all_to_all");
+  auto outAliases = call.alias(outputs);
+  auto inAliases = call.alias(inputs);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::ALLTOALL, "all_to_all", device, call.takeOriginals(), outputs,
+      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+        return gloo->alltoall(outAliases, inAliases, opts);
+      }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                      int tag) {
+  CallTensors call("send");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(rank_, c10d::OpType::SEND, "send", device,
+                                               call.takeOriginals(), tensors,
+                                               [gloo = gloo_, aliases, dstRank, tag]() mutable {
+                                                 return gloo->send(aliases, dstRank, tag);
+                                               }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                      int tag) {
+  CallTensors call("recv");
+  auto aliases = call.alias(tensors);
+  auto device = call.device();
+  return enqueue(c10::make_intrusive<WorkOccl>(rank_, c10d::OpType::RECV, "recv", device,
+                                               call.takeOriginals(), tensors,
+                                               [gloo = gloo_, aliases, srcRank, tag]() mutable {
+                                                 return gloo->recv(aliases, srcRank, tag);
+                                               }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::barrier(const c10d::BarrierOptions& opts) {
+  return enqueue(c10::make_intrusive<WorkOccl>(
+      rank_, c10d::OpType::BARRIER, "barrier", std::nullopt, std::vector<at::Tensor>{},
+      std::vector<at::Tensor>{}, [gloo = gloo_, opts]() mutable { return gloo->barrier(opts); }));
+}
+
+}  // namespace openreg::distributed

@@ -1,0 +1,85 @@
+// WorkOccl: one collective of the occl backend, from its launch on the host to its completion on
+// the group's communication thread.
+//
+// [marker: occl-work]
+// Note [Collective ordering]
+// A collective reads and writes device memory through kernel-window aliases (KernelAlias.h), and
+// Gloo runs it on its own threads, outside every stream. The order the stream would give it is
+// restored at both ends:
+//  - Start: the launch records an event on the current stream of the tensors' device (the gate).
+//    The communication thread waits for it before handing the operation to Gloo, so the collective
+//    starts after the work that produced its inputs. The launch itself returns at once.
+//  - End: wait() blocks the calling host thread until Gloo is done (and raises its error), so
+//    whatever the caller launches afterwards on any stream runs after the collective, as work
+//    after NCCL's wait() does. We block the host rather than a stream: a stream can only wait for
+//    host-side work by parking a task on the device's worker, and the gate of an earlier
+//    collective may sit on another stream behind that very worker (a deadlock). The future
+//    (getFuture) completes on the communication thread with the output tensors; its wait()
+//    blocks the same way and then orders the current stream after it (c10::ivalue::Future).
+// Without a wait() the caller must not touch the outputs, as with NCCL and async_op=True.
+//
+// The Work keeps every tensor of the call alive until Gloo is done, and completes its future
+// exactly once, on the communication thread: Gloo's own Work may have no future at all
+// (reduce_scatter_tensor's), and completing from two places races.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace openreg::distributed {
+
+class WorkOccl : public c10d::Work {
+ public:
+  // Hands the operation to Gloo and returns Gloo's Work, at once (on the communication thread).
+  // nullptr: nothing to wait for.
+  using Launch = std::function<c10::intrusive_ptr<c10d::Work>()>;
+  // Runs once Gloo's Work is done, before completion (on the completion thread): AVG's division.
+  using After = std::function<void()>;
+
+  // `device`: the openreg device of the tensors, or nullopt for CPU tensors (no gate, a CPU
+  // future). `tensors`: every tensor of the call, kept alive until done. `outputs`: the future's
+  // value and result().
+  WorkOccl(int rank, c10d::OpType opType, std::string opName, std::optional<c10::Device> device,
+           std::vector<at::Tensor> tensors, std::vector<at::Tensor> outputs, Launch launch,
+           After after = nullptr);
+  ~WorkOccl() override;
+
+  // Records the gate on the current stream of the device. Called once, by the launching thread.
+  void recordGate();
+  // Waits for the gate and hands the operation to Gloo. False if that failed (this Work is then
+  // complete). Communication thread only.
+  bool launch() noexcept;
+  // Waits for Gloo's Work, runs After and completes. Completion thread only.
+  void completeAfterGloo() noexcept;
+
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override;
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  const std::string& opName() const { return opName_; }
+  const std::optional<c10::Device>& device() const { return device_; }
+
+ private:
+  void complete(std::exception_ptr error) noexcept;
+  void fail() noexcept;  // completes with the exception in flight, restated
+
+  const std::string opName_;
+  const std::optional<c10::Device> device_;
+  std::vector<at::Tensor> tensors_;
+  const std::vector<at::Tensor> outputs_;
+  Launch launch_;
+  After after_;
+  c10::intrusive_ptr<c10d::Work> glooWork_;
+  std::optional<c10::Event> gate_;
+  const c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace openreg::distributed
