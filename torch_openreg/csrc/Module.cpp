@@ -20,13 +20,13 @@
 #include "core/FaultInjection.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
-#include "core/Ipc.h"
 #include "core/Graph.h"
+#include "core/Ipc.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
-#include "inductor/CompiledKernel.h"
 #include "distributed/ProcessGroupOccl.h"
+#include "inductor/CompiledKernel.h"
 
 namespace py = pybind11;
 
