@@ -197,7 +197,7 @@ orError_t invalidEvent(const char* call) {
 // [marker: launch-op]
 orError_t launchOp(Stream& stream, StreamOp&& op, bool mustComplete) {
   if (orError_t e; captureOp(stream, op, mustComplete, &e)) return e;  // Note [Stream capture]
-  if (recordingActivity()) wrapForActivity(stream, op);  // Note [Task activity]
+  if (recordingActivity()) wrapForActivity(stream, op);                // Note [Task activity]
   // A blocking launch from inside a task would wait for its own stream: see Note [Synchronizing
   // inside a task]. Callers that must complete are refused before they get here.
   if (!mustComplete && (!runtime().config.launchBlocking || onDeviceWorker())) {
