@@ -8,7 +8,8 @@ reducer raised "_share_fd_: only available on CPU" in the feeder). CUDA tensors 
 
 So for an object that holds openreg tensors or storages (itself, or inside a tuple, list or dict up
 to two levels down), `put` here pickles in the caller's thread first, with the storage reducer
-raising instead of shipping its error (torch_openreg/openreg/ipc.py), and enqueues the bytes. A
+raising as it does outside a queue's feeder thread (torch_openreg/openreg/ipc.py), and enqueues
+the bytes. A
 sender-side failure (a pending task failure, memory received from another process, a child forked
 after initialization sending its parent's tensor) then raises from `put`. So does sending
 through a queue of the "fork" start method after this process initialized openreg and forked: the
@@ -28,8 +29,6 @@ import pickle
 from multiprocessing.reduction import ForkingPickler
 
 import torch
-
-from . import ipc
 
 _original_put = multiprocessing.queues.Queue.put
 _forked_after_init = False
@@ -84,8 +83,7 @@ def _put(self, obj, block=True, timeout=None):
                 "device. Create the queue and the processes with "
                 "torch.multiprocessing.get_context('spawn')."
             )
-        with ipc._raising_in_caller():
-            obj = _Pickled(bytes(ForkingPickler.dumps(obj)))
+        obj = _Pickled(bytes(ForkingPickler.dumps(obj)))
     return _original_put(self, obj, block, timeout)
 
 
