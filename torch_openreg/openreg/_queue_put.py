@@ -30,7 +30,6 @@ from multiprocessing.reduction import ForkingPickler
 
 import torch
 
-_original_put = multiprocessing.queues.Queue.put
 _forked_after_init = False
 
 
@@ -74,23 +73,30 @@ class _Pickled:
 
 
 # [marker: queue-put]
-def _put(self, obj, block=True, timeout=None):
-    if _holds_openreg(obj):
-        if _forked_after_init and _made_by_fork_context(self):
-            raise RuntimeError(
-                "openreg: cannot put openreg tensors on a queue of the 'fork' start method after "
-                "openreg was initialized and this process forked: a forked child cannot use the "
-                "device. Create the queue and the processes with "
-                "torch.multiprocessing.get_context('spawn')."
-            )
-        obj = _Pickled(bytes(ForkingPickler.dumps(obj)))
-    return _original_put(self, obj, block, timeout)
+def _patched(original):
+    def put(self, obj, block=True, timeout=None):
+        if _holds_openreg(obj):
+            if _forked_after_init and _made_by_fork_context(self):
+                raise RuntimeError(
+                    "openreg: cannot put openreg tensors on a queue of the 'fork' start method "
+                    "after openreg was initialized and this process forked: a forked child cannot "
+                    "use the device. Create the queue and the processes with "
+                    "torch.multiprocessing.get_context('spawn')."
+                )
+            obj = _Pickled(bytes(ForkingPickler.dumps(obj)))
+        return original(self, obj, block, timeout)
+
+    put._openreg_original = original
+    put.__doc__ = original.__doc__
+    return put
 
 
 def _install() -> None:
-    if multiprocessing.queues.Queue.put is not _put:
-        multiprocessing.queues.Queue.put = _put
-        os.register_at_fork(after_in_parent=_note_fork)
+    # JoinableQueue has a put of its own, not Queue's.
+    for queue_class in (multiprocessing.queues.Queue, multiprocessing.queues.JoinableQueue):
+        if not hasattr(queue_class.put, "_openreg_original"):
+            queue_class.put = _patched(queue_class.put)
+    os.register_at_fork(after_in_parent=_note_fork)
 
 
 _install()
