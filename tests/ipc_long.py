@@ -5,6 +5,7 @@ Each case starts its own spawned processes; every get() and join() has a timeout
 
 import gc
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -95,22 +96,39 @@ def test_many_tensors_of_many_sizes_are_shared_and_every_block_comes_back():
         assert torch.openreg.memory_allocated(device) == 0
 
 
-def _short_lived_producer(queue):
+def _short_lived_producer(queue, received):
     queue.put(torch.arange(1000, dtype=torch.float32, device="openreg") * 2)
-    # Exits at once: the receiver's mapping keeps the pages.
+    # A sender lives until the receiver has the tensor (as with CUDA); then it may exit, and the
+    # receiver's mapping keeps the pages.
+    assert received.wait(timeout=TIMEOUT)
 
 
 def test_a_tensor_outlives_the_process_that_allocated_it():
     context = mp.get_context("spawn")
-    queue = context.Queue()
-    producer = context.Process(target=_short_lived_producer, args=(queue,))
+    queue, received = context.Queue(), context.Event()
+    producer = context.Process(target=_short_lived_producer, args=(queue, received))
     producer.start()
     tensor = queue.get(timeout=TIMEOUT)
+    received.set()
     producer.join(timeout=TIMEOUT)
     assert producer.exitcode == 0
     assert torch.equal(tensor.cpu(), torch.arange(1000, dtype=torch.float32) * 2)
     tensor += 1  # still device memory, still writable
     assert torch.equal(tensor.cpu(), torch.arange(1000, dtype=torch.float32) * 2 + 1)
+
+
+def _gone_producer(queue):
+    queue.put(torch.ones(8, device="openreg"))
+
+
+def test_a_tensor_whose_sender_exited_before_it_was_received_raises_at_get():
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    producer = context.Process(target=_gone_producer, args=(queue,))
+    producer.start()
+    producer.join(timeout=TIMEOUT)  # exits after its queue's feeder flushed the message
+    with pytest.raises(RuntimeError, match="which made the handle, has exited"):
+        queue.get(timeout=TIMEOUT)
 
 
 class OpenRegRows(torch.utils.data.Dataset):

@@ -5,6 +5,7 @@ default suite starts one interpreter; `make test-ipc` runs the longer multi-proc
 (tests/ipc_long.py). Every get() has a timeout: a failure here is an error, never a hang."""
 
 import gc
+import multiprocessing.queues
 import re
 from queue import Empty
 
@@ -122,17 +123,17 @@ def test_a_queue_of_the_fork_method_refuses_openreg_tensors_at_put_after_a_fork(
     process.join(timeout=TIMEOUT)
     with pytest.raises(RuntimeError, match="'fork' start method after openreg was initialized"):
         queue.put((1, [x]))
+    with pytest.raises(RuntimeError, match="'fork' start method after openreg was initialized"):
+        context.JoinableQueue().put({"x": x})
     queue.put(torch.ones(4))  # CPU tensors are untouched
     assert torch.equal(queue.get(timeout=TIMEOUT), torch.ones(4))
 
 
 def test_a_failing_share_raises_at_put_and_python_still_needs_the_patch(capfd):
-    from torch_openreg.openreg import _queue_put
-
     # Python's own put pickles in the feeder thread: an object that cannot be pickled is dropped
     # there and put returns. Once this fails, Python raises at put itself and the patch can go.
     queue = mp.get_context("spawn").Queue()
-    _queue_put._original_put(queue, lambda: None)
+    multiprocessing.queues.Queue.put._openreg_original(queue, lambda: None)
     with pytest.raises(Empty):
         queue.get(timeout=1)
     assert "pickle" in capfd.readouterr().err
@@ -155,9 +156,11 @@ class OpenRegRows(torch.utils.data.Dataset):
 
 def test_dataloader_workers_forked_after_initialization_refuse_openreg_as_cuda_does():
     torch.ones(1, device="openreg")
-    loader = torch.utils.data.DataLoader(OpenRegRows(), batch_size=2, num_workers=1)
+    loader = iter(torch.utils.data.DataLoader(OpenRegRows(), batch_size=2, num_workers=1))
     with pytest.raises(RuntimeError, match="Cannot re-initialize openreg in forked subprocess"):
-        next(iter(loader))
+        next(loader)
+    del loader  # shuts the worker down here (the DataLoader waits up to 5 s for it)
+    gc.collect()
 
 
 def test_share_memory_leaves_an_openreg_tensor_shareable_as_it_is():

@@ -64,7 +64,9 @@ void deleteSentBlock(void* context) noexcept {
 // One mapping of another process's segment, closed when the last storage in it dies.
 struct ImportedSegment {
   void* base = nullptr;
-  ~ImportedSegment() { OPENREG_WARN(orIpcCloseMemHandle(base)); }
+  ~ImportedSegment() {
+    if (base != nullptr) OPENREG_WARN(orIpcCloseMemHandle(base));  // null: the open failed
+  }
 };
 
 // The context of an imported storage's DataPtr.

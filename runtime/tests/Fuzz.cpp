@@ -120,6 +120,12 @@ constexpr Documented kDocumented[] = {
     {"orMemsetAsync", kValue | kPointer | kHandle | kLaunch},
     {"orMemset", kValue | kPointer | kSync},
     {"orGetKernelPointer", kValue | kPointer},
+    {"orIpcGetMemHandle", kValue | kPointer | kMemory},
+    {"orIpcOpenMemHandle", kValue | kDevice | kMemory},
+    {"orIpcCloseMemHandle", kPointer | kMemory | kNotPermitted},
+    {"orIpcDiscardMemHandle", kValue},
+    {"orIpcMemHandleQuery", kValue | kNotReady},
+    {"orIpcGetMemHandleInfo", kValue},
 };
 
 unsigned documentedCodes(const char* name) {
@@ -429,6 +435,12 @@ class Fuzzer {
       call("orFree", kLaunch, [&] { return orFree(a.ptr); });
     }
     allocs_.clear();
+    // Handles still out keep their (freed, retired) allocations: give them back, so the round
+    // ends with every byte free.
+    for (const orIpcMemHandle_t& h : handles_) {
+      call("orIpcDiscardMemHandle", 0, [&] { return orIpcDiscardMemHandle(h); });
+    }
+    handles_.clear();
     for (Pinned& p : pinned_) {
       call("orFreeHost", kLaunch, [&] { return orFreeHost(p.ptr); });
     }
@@ -506,6 +518,8 @@ class Fuzzer {
         return opVerify();
       case 24:
         return opBadMemset();
+      case 25:
+        return opIpc();
       default:
         return chance(50) ? opLaunch() : opHostToDevice();
     }
@@ -1253,6 +1267,51 @@ class Fuzzer {
     }
   }
 
+  // Sharing between processes, within one process: a handle of a live allocation is made, read,
+  // queried, refused when opened here, and given back now or later (after its allocation may have
+  // been freed, which then only retires it). Opening needs another process: IpcTest.cpp.
+  void opIpc() {
+    if (!handles_.empty() && chance(40)) {
+      const std::size_t i = below(handles_.size());
+      call("orIpcDiscardMemHandle", 0, [&] { return orIpcDiscardMemHandle(handles_[i]); });
+      if (call("orIpcMemHandleQuery", 0, [&] { return orIpcMemHandleQuery(handles_[i]); }) !=
+          orSuccess) {
+        die("orIpcMemHandleQuery: a discarded handle still holds its reference");
+      }
+      call("orIpcDiscardMemHandle", kValue, [&] { return orIpcDiscardMemHandle(handles_[i]); });
+      handles_.erase(handles_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+    orIpcMemHandle_t handle;
+    std::memset(handle.reserved, static_cast<int>(below(256)), sizeof handle.reserved);
+    void* opened = nullptr;
+    orIpcMemHandleInfo info;
+    call("orIpcOpenMemHandle", kValue, [&] { return orIpcOpenMemHandle(&opened, handle, 0); });
+    call("orIpcGetMemHandleInfo", kValue, [&] { return orIpcGetMemHandleInfo(&info, handle); });
+    call("orIpcMemHandleQuery", kValue, [&] { return orIpcMemHandleQuery(handle); });
+    call("orIpcGetMemHandle", kValue, [&] { return orIpcGetMemHandle(nullptr, kWildHost); });
+    call("orIpcGetMemHandle", kPointer, [&] { return orIpcGetMemHandle(&handle, kWildHost); });
+    if (allocs_.empty() || handles_.size() > 16) return;
+    const Alloc& a = pick(allocs_);
+    call("orIpcCloseMemHandle", kPointer, [&] { return orIpcCloseMemHandle(a.ptr); });
+    char* inside = a.ptr + below(a.size);
+    if (call("orIpcGetMemHandle", kMemory, [&] { return orIpcGetMemHandle(&handle, inside); }) !=
+        orSuccess) {
+      return;
+    }
+    call("orIpcGetMemHandleInfo", 0, [&] { return orIpcGetMemHandleInfo(&info, handle); });
+    if (info.device != a.device || info.size < a.size || info.exporterPid != getpid()) {
+      die("orIpcGetMemHandleInfo: the handle does not describe its allocation");
+    }
+    if (call("orIpcMemHandleQuery", kNotReady, [&] { return orIpcMemHandleQuery(handle); }) !=
+        orErrorNotReady) {
+      die("orIpcMemHandleQuery: a handle just made does not hold its reference");
+    }
+    call("orIpcOpenMemHandle", kValue, [&] { return orIpcOpenMemHandle(&opened, handle, 0); });
+    call("orIpcOpenMemHandle", kValue, [&] { return orIpcOpenMemHandle(&opened, handle, 1); });
+    handles_.push_back(handle);
+  }
+
   void opPointerQueries() {
     orPointerAttributes at;
     int local = 0;
@@ -1308,6 +1367,7 @@ class Fuzzer {
   std::vector<orStream_t> defaults_;
   std::vector<orEvent_t> orderEvents_;
   std::vector<Alloc> allocs_;
+  std::vector<orIpcMemHandle_t> handles_;  // made by opIpc, not yet given back
   std::vector<Pinned> pinned_;
   std::vector<FuzzStream> streams_;
   std::vector<orStream_t> staleStreams_;

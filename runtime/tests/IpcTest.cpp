@@ -2,6 +2,7 @@
 // processes] in runtime/src/Ipc.h). The two-process tests start this binary again with a filter
 // naming one DISABLED_IpcChild test, which runs the other process's side and reports through its
 // exit status; the handle travels in the environment, the steps are paced through two pipes.
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,7 +57,8 @@ struct Child {
   int toChild = -1;    // the parent writes one byte per step
   int fromChild = -1;  // the child answers one byte per step
 
-  static Child start(const char* role, const orIpcMemHandle_t& handle) {
+  // With `stderrFile` >= 0 the child's standard error goes there.
+  static Child start(const char* role, const orIpcMemHandle_t& handle, int stderrFile = -1) {
     int down[2], up[2];
     EXPECT_EQ(pipe(down), 0);
     EXPECT_EQ(pipe(up), 0);
@@ -73,7 +75,11 @@ struct Child {
     char exe[] = "/proc/self/exe";
     char* argv[] = {exe, filter.data(), disabled.data(), nullptr};
     Child c;
-    EXPECT_EQ(posix_spawn(&c.pid, exe, nullptr, nullptr, argv, envp.data()), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (stderrFile >= 0) posix_spawn_file_actions_adddup2(&actions, stderrFile, STDERR_FILENO);
+    EXPECT_EQ(posix_spawn(&c.pid, exe, &actions, nullptr, argv, envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
     close(down[0]);
     close(up[1]);
     c.toChild = down[1];
@@ -204,6 +210,35 @@ TEST(DISABLED_IpcChild, OpensAndExits) {
   void* p = nullptr;
   OR_OK(orIpcOpenMemHandle(&p, parent.handle, 0));
   parent.send('o');
+}
+
+TEST(Ipc, AHostAccessToSharedMemoryIsReportedNamingTheExporter) {
+  void* p = nullptr;
+  OR_OK(orMalloc(&p, kBytes));
+  orIpcMemHandle_t handle;
+  OR_OK(orIpcGetMemHandle(&handle, p));
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  Child child = Child::start("TouchesTheSharedMemory", handle, err[1]);
+  close(err[1]);
+  std::string report;
+  char buffer[512];
+  for (ssize_t n; (n = read(err[0], buffer, sizeof buffer)) > 0;) report.append(buffer, n);
+  close(err[0]);
+  EXPECT_EQ(child.wait(), 128 + SIGSEGV);
+  EXPECT_NE(report.find("host code touched openreg device memory"), std::string::npos) << report;
+  EXPECT_NE(report.find("memory shared by process " + std::to_string(getpid())), std::string::npos)
+      << report;
+  OR_OK(orFree(p));  // the dead importer's reference is back: released at once
+  EXPECT_EQ(orIpcMemHandleQuery(handle), orSuccess);
+}
+
+TEST(DISABLED_IpcChild, TouchesTheSharedMemory) {
+  Parent parent;
+  void* p = nullptr;
+  OR_OK(orIpcOpenMemHandle(&p, parent.handle, 0));
+  volatile char* host = static_cast<volatile char*>(p) + 10;
+  *host = 1;  // faults: the report names the allocation and the exporter, then the process dies
 }
 
 TEST(Ipc, AHandleIsOpenedInAnotherProcessOnly) {

@@ -8,7 +8,8 @@ reducer raised "_share_fd_: only available on CPU" in the feeder). CUDA tensors 
 
 So for an object that holds openreg tensors or storages (itself, or inside a tuple, list or dict up
 to two levels down), `put` here pickles in the caller's thread first, with the storage reducer
-raising instead of shipping its error (torch_openreg/openreg/ipc.py), and enqueues the bytes. A
+raising as it does outside a queue's feeder thread (torch_openreg/openreg/ipc.py), and enqueues
+the bytes. A
 sender-side failure (a pending task failure, memory received from another process, a child forked
 after initialization sending its parent's tensor) then raises from `put`. So does sending
 through a queue of the "fork" start method after this process initialized openreg and forked: the
@@ -29,9 +30,6 @@ from multiprocessing.reduction import ForkingPickler
 
 import torch
 
-from . import ipc
-
-_original_put = multiprocessing.queues.Queue.put
 _forked_after_init = False
 
 
@@ -75,24 +73,30 @@ class _Pickled:
 
 
 # [marker: queue-put]
-def _put(self, obj, block=True, timeout=None):
-    if _holds_openreg(obj):
-        if _forked_after_init and _made_by_fork_context(self):
-            raise RuntimeError(
-                "openreg: cannot put openreg tensors on a queue of the 'fork' start method after "
-                "openreg was initialized and this process forked: a forked child cannot use the "
-                "device. Create the queue and the processes with "
-                "torch.multiprocessing.get_context('spawn')."
-            )
-        with ipc._raising_in_caller():
+def _patched(original):
+    def put(self, obj, block=True, timeout=None):
+        if _holds_openreg(obj):
+            if _forked_after_init and _made_by_fork_context(self):
+                raise RuntimeError(
+                    "openreg: cannot put openreg tensors on a queue of the 'fork' start method "
+                    "after openreg was initialized and this process forked: a forked child cannot "
+                    "use the device. Create the queue and the processes with "
+                    "torch.multiprocessing.get_context('spawn')."
+                )
             obj = _Pickled(bytes(ForkingPickler.dumps(obj)))
-    return _original_put(self, obj, block, timeout)
+        return original(self, obj, block, timeout)
+
+    put._openreg_original = original
+    put.__doc__ = original.__doc__
+    return put
 
 
 def _install() -> None:
-    if multiprocessing.queues.Queue.put is not _put:
-        multiprocessing.queues.Queue.put = _put
-        os.register_at_fork(after_in_parent=_note_fork)
+    # JoinableQueue has a put of its own, not Queue's.
+    for queue_class in (multiprocessing.queues.Queue, multiprocessing.queues.JoinableQueue):
+        if not hasattr(queue_class.put, "_openreg_original"):
+            queue_class.put = _patched(queue_class.put)
+    os.register_at_fork(after_in_parent=_note_fork)
 
 
 _install()

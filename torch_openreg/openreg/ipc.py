@@ -10,7 +10,6 @@ PyTorch's. See Note [Sharing storages between processes] in csrc/core/Ipc.h.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import warnings
 from multiprocessing.reduction import ForkingPickler
@@ -46,18 +45,8 @@ def _raise_unshareable(message: str) -> None:
     raise RuntimeError(message)
 
 
-_caller = threading.local()
-
-
-@contextlib.contextmanager
-def _raising_in_caller():
-    """Pickling in the caller's thread (Note [Sharing fails at put, not in the feeder thread]):
-    a storage that cannot be shared raises instead of shipping its error."""
-    _caller.raising = True
-    try:
-        yield
-    finally:
-        _caller.raising = False
+# The thread in which multiprocessing.Queue pickles (Python 3.11, multiprocessing/queues.py).
+_FEEDER_THREAD = "QueueFeederThread"
 
 
 # [marker: storage-reducer]
@@ -69,18 +58,16 @@ def _reduce_storage(storage: torch.UntypedStorage):
     try:
         handle, offset, nbytes = _C._ipc_share_storage(storage)
     except Exception as error:  # noqa: BLE001  (a pending task failure has the CPU's exception type)
-        if getattr(_caller, "raising", False):
-            raise RuntimeError(
-                f"openreg: cannot share a {storage.nbytes()}-byte storage on {storage.device} "
-                f"with another process: {error}"
-            ) from None
-        # multiprocessing.Queue pickles in its feeder thread, which prints an exception and drops
-        # the object: the receiver would wait forever. Ship the error instead, so the receiver's
-        # get() raises it, and tell the sender.
         message = (
             f"openreg: cannot share a {storage.nbytes()}-byte storage on {storage.device} "
             f"with another process: {error}"
         )
+        # Pickled in the caller's thread (Queue.put, see Note [Sharing fails at put, not in the
+        # feeder thread]; Connection.send, SimpleQueue, a spawned Process's arguments): raise.
+        # A queue's feeder thread would print the exception and drop the object, and the receiver
+        # would wait forever: ship the error instead, so the receiver's get() raises it.
+        if threading.current_thread().name != _FEEDER_THREAD:
+            raise RuntimeError(message) from None
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         return (_raise_unshareable, (message,))
     return (_rebuild_storage, (handle, offset, nbytes))

@@ -343,7 +343,8 @@ OPENREG_RUNTIME_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t
 /* Unmaps memory opened with orIpcOpenMemHandle, after synchronizing every device (work queued on
  * any stream may still use it; as orFree), and gives the handle's reference back. The bytes stay
  * with the exporter. orErrorInvalidDevicePointer if devPtr is not the start of an open import
- * (orFree refuses imports). Never returns a task failure, as orFree. */
+ * (orFree refuses imports); orErrorMemoryAllocation if the system refuses to map this process's
+ * own memory back (the import then stays open). Never returns a task failure, as orFree. */
 OPENREG_RUNTIME_API orError_t orIpcCloseMemHandle(void* devPtr);
 
 /* Gives back the reference of a handle that will not be opened (for example because the
