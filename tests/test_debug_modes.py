@@ -90,6 +90,14 @@ def test_check_finite_names_the_operator_that_made_the_first_nan():
         x.abs().div_(0)
 
 
+def test_check_finite_covers_the_backward_pass():
+    x = torch.zeros(3, device="openreg", requires_grad=True)
+    with debug.check_finite():
+        y = x.sqrt().sum()  # finite: sqrt(0) = 0
+        with pytest.raises(debug.NonFiniteError, match=r"aten::div.Tensor produced 0 NaN and 3 Inf of 3 elements"):
+            y.backward()  # the planted Inf: sqrt's gradient at 0, on autograd's thread
+
+
 def test_check_finite_passes_a_correct_training_step():
     with debug.check_finite() as mode:
         _small_training_step("openreg")

@@ -20,6 +20,10 @@ CONFIGURATION = [
     ("OPENREG_WORKER_SPIN_US", "50", "spin before an idle worker or a waiting host sleeps"),
     ("OPENREG_LAUNCH_BLOCKING", "0", "1: every launch completes before returning"),
     ("OPENREG_FAULT_HANDLER", "1", "0: no report of host access to device memory"),
+    ("OPENREG_DEBUG_COMPARE_CPU", "0", "1: every operator checked against the CPU (at import)"),
+    ("OPENREG_DEBUG_NONFINITE", "0", "1: the first NaN or Inf raises (at import)"),
+    ("OPENREG_STREAM_SANITIZER", "0", "1: unsynchronized stream use raises (at import)"),
+    ("OPENREG_FAULT_INJECTION", "empty", "planted failures, e.g. oom_at=3 (at import)"),
     ("TORCH_DEVICE_BACKEND_AUTOLOAD", "1", "0: import torch does not load openreg"),
 ]
 
