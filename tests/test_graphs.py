@@ -282,3 +282,29 @@ def test_graph_misuse_raises_clearly():
         x.add_(2)
     g.replay()
     assert torch.equal(x.cpu(), torch.full((2,), 3.0))
+
+
+def test_a_compiled_function_is_captured_and_replayed():
+    f = torch.compile(lambda x, w: torch.relu(x @ w) * 2 + 1, backend="aot_eager")
+    x = torch.randn(8, 8, device=DEV)
+    w = torch.randn(8, 8, device=DEV)
+    f(x, w)  # compiled before the capture, as its warm-up
+    g = openreg.Graph()
+    with openreg.graph(g):
+        y = f(x, w)
+    x.copy_(torch.ones(8, 8))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.relu(torch.ones(8, 8) @ w.cpu()) * 2 + 1)
+
+
+def test_capture_and_replay_on_the_second_device():
+    with openreg.device(1):
+        x = torch.ones(4, device="openreg:1")
+        g = openreg.Graph()
+        with openreg.graph(g):
+            y = x * 3
+        assert openreg.graph.default_capture_streams[1].device_index == 1
+    x.fill_(2)
+    g.replay()  # on device 1's current stream, whatever the current device
+    assert y.device == torch.device("openreg:1")
+    assert torch.equal(y.cpu(), torch.full((4,), 6.0))
