@@ -282,11 +282,11 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 
 // [marker: allocator-release]
 // Every whole free segment goes back to the runtime, and the statistics follow what the runtime
-// did: orFree may report an error and yet have released the segment (an earlier task's error,
-// reported by its synchronization), or fail without releasing it (in a forked child). A segment
-// counts as released when orFree succeeded or the runtime no longer knows the pointer; otherwise
-// it stays in its pool, cached and counted. The first error is raised once every segment has
-// been tried.
+// did. orFree never reports an earlier task's failure (that stays pending for the next
+// synchronizing call, runtime.h), but it can fail without releasing the segment (in a forked
+// child). A segment counts as released when orFree succeeded or the runtime no longer knows the
+// pointer; otherwise it stays in its pool, cached and counted. The first error is raised once
+// every segment has been tried.
 void DeviceCachingAllocator::releaseCachedSegments(PrivatePool* only) {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
