@@ -308,3 +308,18 @@ def test_capture_and_replay_on_the_second_device():
     g.replay()  # on device 1's current stream, whatever the current device
     assert y.device == torch.device("openreg:1")
     assert torch.equal(y.cpu(), torch.full((4,), 6.0))
+
+
+def test_cuda_style_capture_begin_and_end_with_a_pool_and_a_mode():
+    pool = openreg.graph_pool_handle()
+    side = openreg.Stream()
+    x = torch.ones(3, device=DEV)
+    g = openreg.Graph()
+    with openreg.stream(side):
+        g.capture_begin(pool=pool, capture_error_mode="thread_local")
+        assert openreg.is_current_stream_capturing()
+        y = x + 1
+        g.capture_end()
+    assert g.pool() == pool
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((3,), 2.0))
