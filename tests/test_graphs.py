@@ -323,3 +323,20 @@ def test_cuda_style_capture_begin_and_end_with_a_pool_and_a_mode():
     assert g.pool() == pool
     g.replay()
     assert torch.equal(y.cpu(), torch.full((3,), 2.0))
+
+
+def test_reset_during_a_capture_ends_it_and_releases_the_pool():
+    x = torch.ones(3, device=DEV)
+    openreg.empty_cache()
+    reserved = openreg.memory_reserved()
+    side = openreg.Stream()
+    g = openreg.Graph()
+    with openreg.stream(side):
+        g.capture_begin()
+        y = x * 2
+        with pytest.raises(RuntimeError, match=r"capturing a graph|must complete"):
+            x.sum().item()  # invalidates the capture
+    del y
+    g.reset()  # ends the capture and drops its pool
+    assert openreg.memory_reserved() == reserved
+    _check_device_usable()
