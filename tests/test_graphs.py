@@ -282,3 +282,61 @@ def test_graph_misuse_raises_clearly():
         x.add_(2)
     g.replay()
     assert torch.equal(x.cpu(), torch.full((2,), 3.0))
+
+
+def test_a_compiled_function_is_captured_and_replayed():
+    f = torch.compile(lambda x, w: torch.relu(x @ w) * 2 + 1, backend="aot_eager")
+    x = torch.randn(8, 8, device=DEV)
+    w = torch.randn(8, 8, device=DEV)
+    f(x, w)  # compiled before the capture, as its warm-up
+    g = openreg.Graph()
+    with openreg.graph(g):
+        y = f(x, w)
+    x.copy_(torch.ones(8, 8))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.relu(torch.ones(8, 8) @ w.cpu()) * 2 + 1)
+
+
+def test_capture_and_replay_on_the_second_device():
+    with openreg.device(1):
+        x = torch.ones(4, device="openreg:1")
+        g = openreg.Graph()
+        with openreg.graph(g):
+            y = x * 3
+        assert openreg.graph.default_capture_streams[1].device_index == 1
+    x.fill_(2)
+    g.replay()  # on device 1's current stream, whatever the current device
+    assert y.device == torch.device("openreg:1")
+    assert torch.equal(y.cpu(), torch.full((4,), 6.0))
+
+
+def test_cuda_style_capture_begin_and_end_with_a_pool_and_a_mode():
+    pool = openreg.graph_pool_handle()
+    side = openreg.Stream()
+    x = torch.ones(3, device=DEV)
+    g = openreg.Graph()
+    with openreg.stream(side):
+        g.capture_begin(pool=pool, capture_error_mode="thread_local")
+        assert openreg.is_current_stream_capturing()
+        y = x + 1
+        g.capture_end()
+    assert g.pool() == pool
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((3,), 2.0))
+
+
+def test_reset_during_a_capture_ends_it_and_releases_the_pool():
+    x = torch.ones(3, device=DEV)
+    openreg.empty_cache()
+    reserved = openreg.memory_reserved()
+    side = openreg.Stream()
+    g = openreg.Graph()
+    with openreg.stream(side):
+        g.capture_begin()
+        y = x * 2
+        with pytest.raises(RuntimeError, match=r"capturing a graph|must complete"):
+            x.sum().item()  # invalidates the capture
+    del y
+    g.reset()  # ends the capture and drops its pool
+    assert openreg.memory_reserved() == reserved
+    _check_device_usable()

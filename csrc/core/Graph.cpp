@@ -151,8 +151,9 @@ void Graph::reset() {
     }
     cachingAllocator(device_).endAllocateToPool(pool_);
     orGraph_t dropped = nullptr;
-    if (orStreamEndCapture(stream_, &dropped) == orSuccess) captured_ = true;
+    (void)orStreamEndCapture(stream_, &dropped);  // an invalidated capture leaves no graph
     graph_ = dropped;
+    captured_ = true;  // the capture's use of the pool is released below, graph or not
   }
   if (exec_ != nullptr) OPENREG_WARN(orGraphExecDestroy(exec_));
   if (graph_ != nullptr) OPENREG_WARN(orGraphDestroy(graph_));

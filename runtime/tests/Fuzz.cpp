@@ -75,6 +75,8 @@ constexpr unsigned kNotReady = bit(orErrorNotReady);
 constexpr unsigned kMemory = bit(orErrorMemoryAllocation);
 constexpr unsigned kNotPermitted = bit(orErrorNotPermitted);
 constexpr unsigned kDirection = bit(orErrorInvalidMemcpyDirection);
+constexpr unsigned kCaptureUnsupported = bit(orErrorStreamCaptureUnsupported);
+constexpr unsigned kCaptureInvalidated = bit(orErrorStreamCaptureInvalidated);
 
 struct Documented {
   const char* name;
@@ -126,6 +128,14 @@ constexpr Documented kDocumented[] = {
     {"orIpcDiscardMemHandle", kValue},
     {"orIpcMemHandleQuery", kValue | kNotReady},
     {"orIpcGetMemHandleInfo", kValue},
+    {"orStreamBeginCapture", kValue | kHandle | kNotPermitted},
+    {"orStreamEndCapture", kValue | kHandle | kNotPermitted | kCaptureInvalidated | kMemory},
+    {"orStreamGetCaptureInfo", kValue | kHandle},
+    {"orGraphGetInfo", kHandle},
+    {"orGraphInstantiate", kValue | kHandle | kMemory},
+    {"orGraphLaunch", kHandle | kCaptureUnsupported | kLaunch},
+    {"orGraphDestroy", kHandle},
+    {"orGraphExecDestroy", kHandle},
 };
 
 unsigned documentedCodes(const char* name) {
@@ -520,6 +530,8 @@ class Fuzzer {
         return opBadMemset();
       case 25:
         return opIpc();
+      case 26:
+        return opGraph();
       default:
         return chance(50) ? opLaunch() : opHostToDevice();
     }
@@ -1343,10 +1355,49 @@ class Fuzzer {
     }
   }
 
+  // A capture on a stream of this thread's own, in relaxed mode (so that the other threads'
+  // synchronizing calls stay permitted), launched 0-2 times: every launch runs each captured
+  // counting task once, and capturing runs none. Garbage graph handles are refused.
+  void opGraph() {
+    const auto garbage = std::uint64_t{0xFFFFFFF0} << 32 | 1;  // beyond every handle table
+    call("orGraphDestroy", kHandle,
+         [&] { return orGraphDestroy(reinterpret_cast<orGraph_t>(garbage)); });
+    call("orGraphLaunch", kHandle,
+         [&] { return orGraphLaunch(reinterpret_cast<orGraphExec_t>(garbage), nullptr); });
+    call("orGraphInstantiate", kValue,
+         [&] { return orGraphInstantiate(nullptr, reinterpret_cast<orGraph_t>(garbage), 0); });
+    orStream_t s = nullptr;
+    if (call("orStreamCreate", kMemory, [&] { return orStreamCreate(&s); }) != orSuccess) return;
+    call("orStreamBeginCapture", 0,
+         [&] { return orStreamBeginCapture(s, orStreamCaptureModeRelaxed); });
+    TaskState* state = &counted_;
+    const long tasks = 1 + static_cast<long>(below(4));
+    for (long i = 0; i < tasks; ++i) {
+      call("orLaunchHostFunc", 0,
+           [&] { return orLaunchHostFunc(s, &Fuzzer::countingTask, state); });
+    }
+    orStreamCaptureStatus status = orStreamCaptureStatusNone;
+    call("orStreamGetCaptureInfo", 0, [&] { return orStreamGetCaptureInfo(s, &status, nullptr); });
+    if (status != orStreamCaptureStatusActive) die("a capture in progress is not reported active");
+    orGraph_t graph = nullptr;
+    orGraphExec_t exec = nullptr;
+    call("orStreamEndCapture", 0, [&] { return orStreamEndCapture(s, &graph); });
+    call("orGraphInstantiate", 0, [&] { return orGraphInstantiate(&exec, graph, 0); });
+    const bool destroyFirst = chance(50);  // an executable graph outlives its graph
+    if (destroyFirst) call("orGraphDestroy", 0, [&] { return orGraphDestroy(graph); });
+    for (std::size_t i = below(3); i > 0; --i) {
+      state->launched.fetch_add(tasks);
+      call("orGraphLaunch", launchCodes(), [&] { return orGraphLaunch(exec, s); });
+    }
+    call("orGraphExecDestroy", 0, [&] { return orGraphExecDestroy(exec); });
+    if (!destroyFirst) call("orGraphDestroy", 0, [&] { return orGraphDestroy(graph); });
+    call("orStreamDestroy", 0, [&] { return orStreamDestroy(s); });
+  }
+
   void opMisc() {
-    const int code = chance(50) ? static_cast<int>(below(12)) : static_cast<int>(rng_());
+    const int code = chance(50) ? static_cast<int>(below(14)) : static_cast<int>(rng_());
     if (fuzzErrorName(code) == nullptr || fuzzErrorString(code) == nullptr) die("NULL error name");
-    if (code >= 0 && code <= orErrorNotPermitted &&
+    if (code >= 0 && code <= orErrorStreamCaptureInvalidated &&
         std::strcmp(fuzzErrorName(code), "orErrorUnknownCode") == 0) {
       die("a documented code without a name");
     }

@@ -1,5 +1,6 @@
 // Stream capture and graph replay: Note [Stream capture] in runtime/src/Capture.h and Note [Graph
 // replay] in runtime/src/Graph.h.
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -422,6 +423,40 @@ TEST_F(GraphTest, DebugDotPrintDescribesTasksStreamsAndMemory) {
   orEventDestroy(e2);
   orStreamDestroy(side);
   orFree(a);
+}
+
+TEST_F(GraphTest, BadHandlesAndNullPointersAreRefusedNamingTheCall) {
+  const auto stale = reinterpret_cast<orGraph_t>(std::uintptr_t{0x123400000001});
+  const auto staleExec = reinterpret_cast<orGraphExec_t>(std::uintptr_t{0x123400000001});
+  const auto staleStream = reinterpret_cast<orStream_t>(std::uintptr_t{0x123400000001});
+  orGraphExec_t exec = nullptr;
+  EXPECT_EQ(orGraphInstantiate(&exec, stale, 0), orErrorInvalidResourceHandle);
+  EXPECT_NE(lastMessage().find("orGraphInstantiate"), std::string::npos) << lastMessage();
+  EXPECT_EQ(orGraphLaunch(staleExec, stream), orErrorInvalidResourceHandle);
+  EXPECT_NE(lastMessage().find("orGraphLaunch"), std::string::npos) << lastMessage();
+  EXPECT_EQ(orGraphGetInfo(stale, nullptr, nullptr), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orGraphDebugDotPrint(stale, "/tmp/x.dot", 0), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orGraphExecDestroy(staleExec), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orStreamBeginCapture(staleStream, orStreamCaptureModeGlobal),
+            orErrorInvalidResourceHandle);
+  orStreamCaptureStatus status;
+  EXPECT_EQ(orStreamGetCaptureInfo(stream, nullptr, nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orStreamGetCaptureInfo(staleStream, &status, nullptr), orErrorInvalidResourceHandle);
+  orGraph_t graph = nullptr;
+  EXPECT_EQ(orStreamEndCapture(stream, &graph), orErrorNotPermitted);  // not capturing
+  OR_OK(orStreamBeginCapture(stream, orStreamCaptureModeGlobal));
+  OR_OK(orStreamEndCapture(stream, &graph));
+  EXPECT_EQ(orGraphInstantiate(nullptr, graph, 0), orErrorInvalidValue);
+  EXPECT_NE(lastMessage().find("exec is NULL"), std::string::npos) << lastMessage();
+  EXPECT_EQ(orGraphInstantiate(&exec, graph, 1), orErrorInvalidValue);
+  EXPECT_EQ(orGraphDebugDotPrint(graph, nullptr, 0), orErrorInvalidValue);
+  EXPECT_EQ(orGraphDebugDotPrint(graph, "/tmp/x.dot", 4), orErrorInvalidValue);
+  OR_OK(orGraphInstantiate(&exec, graph, 0));
+  EXPECT_EQ(orGraphLaunch(exec, staleStream), orErrorInvalidResourceHandle);
+  OR_OK(orGraphLaunch(exec, stream));  // an empty graph is a no-op launch
+  OR_OK(orStreamSynchronize(stream));
+  OR_OK(orGraphExecDestroy(exec));
+  OR_OK(orGraphDestroy(graph));
 }
 
 }  // namespace

@@ -40,13 +40,13 @@ class Graph(torch.accelerator.Graph):
 class graph:
     """Captures the work of its body into `openreg_graph`, as `torch.cuda.graph` does.
 
-    The capture runs on `stream` (default: a side stream shared by all captures), after a device
-    synchronization, a garbage collection and `empty_cache()`; `pool` and `capture_error_mode` as
-    in `Graph.capture_begin`. The previous current stream is restored on exit, even when the
-    capture fails.
+    The capture runs on `stream` (default: a side stream of the current device, shared by all
+    captures on it), after a device synchronization, a garbage collection and `empty_cache()`;
+    `pool` and `capture_error_mode` as in `Graph.capture_begin`. The previous current stream is
+    restored on exit, even when the capture fails.
     """
 
-    default_capture_stream: torch.Stream | None = None
+    default_capture_streams: dict[int, torch.Stream] = {}  # noqa: RUF012  (shared on purpose)
 
     def __init__(
         self,
@@ -55,12 +55,15 @@ class graph:
         stream: torch.Stream | None = None,
         capture_error_mode: str = "global",
     ) -> None:
-        from . import Stream
+        from . import Stream, current_device
 
-        if self.__class__.default_capture_stream is None:
-            self.__class__.default_capture_stream = Stream()
+        if stream is None:
+            index = current_device()
+            if index not in graph.default_capture_streams:
+                graph.default_capture_streams[index] = Stream()
+            stream = graph.default_capture_streams[index]
         self.pool = pool
-        self.capture_stream = stream if stream is not None else self.__class__.default_capture_stream
+        self.capture_stream = stream
         self.graph = openreg_graph
         self.capture_error_mode = capture_error_mode
 

@@ -308,11 +308,11 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 // child). A segment counts as released when orFree succeeded or the runtime no longer knows the
 // pointer; otherwise it stays in its pool, cached and counted. The first error is raised once
 // every segment has been tried.
-void DeviceCachingAllocator::releaseCachedSegments(PrivatePool* only) {
+void DeviceCachingAllocator::releaseCachedSegments() {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
   std::vector<Block*> segments;
-  for (BlockPool* pool : releasablePools(only)) {
+  for (BlockPool* pool : releasablePools()) {
     for (Block* block : pool->blocks) {
       if (!block->isSplit()) segments.push_back(block);
     }

@@ -89,9 +89,11 @@ class DeviceCachingAllocator {
   void freeBlock(Block* block);
   void processEvents();
   void synchronizeAndProcessEvents();
-  void releaseCachedSegments(PrivatePool* only = nullptr);
+  void releaseCachedSegments();
   BlockPool& poolFor(size_t size, c10::Stream stream);
-  std::vector<BlockPool*> releasablePools(PrivatePool* only);
+  // What releaseCachedSegments returns: the shared pools and the private pools no graph uses, or
+  // only releasing_ while releasePool runs.
+  std::vector<BlockPool*> releasablePools();
   void countPrivateSegment(const BlockPool& pool, size_t bytes, bool added);
   void erasePrivatePoolsReleased();
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize,
@@ -105,6 +107,7 @@ class DeviceCachingAllocator {
   std::unordered_set<Block*> activeBlocks_;           // allocated, or freed with events pending
   std::deque<std::pair<orEvent_t, Block*>> pending_;  // events a freed block waits for
   PrivatePools privatePools_;
+  PrivatePool* releasing_ = nullptr;  // set by releasePool around its releaseCachedSegments
 };
 
 }  // namespace openreg::allocator

@@ -59,7 +59,14 @@ void DeviceCachingAllocator::releasePool(c10::MempoolId_t id) {
   if (it == privatePools_.pools.end()) return;
   PrivatePool* pool = it->second.get();
   if (--pool->useCount > 0) return;
-  releaseCachedSegments(pool);
+  releasing_ = pool;
+  try {
+    releaseCachedSegments();
+  } catch (...) {
+    releasing_ = nullptr;
+    throw;
+  }
+  releasing_ = nullptr;
 }
 
 // [marker: pool-for]
@@ -92,8 +99,8 @@ BlockPool& DeviceCachingAllocator::poolFor(size_t size, c10::Stream stream) {
   return small ? smallBlocks_ : largeBlocks_;
 }
 
-std::vector<BlockPool*> DeviceCachingAllocator::releasablePools(PrivatePool* only) {
-  if (only != nullptr) return {&only->small, &only->large};
+std::vector<BlockPool*> DeviceCachingAllocator::releasablePools() {
+  if (releasing_ != nullptr) return {&releasing_->small, &releasing_->large};
   std::vector<BlockPool*> pools{&smallBlocks_, &largeBlocks_};
   for (auto& [id, pool] : privatePools_.pools) {
     if (pool->useCount == 0) {
