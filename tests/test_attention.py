@@ -139,6 +139,30 @@ def test_outputs_have_the_cpu_flash_kernel_values_in_the_meta_kernel_layouts():
         assert r[6].shape == () and r[6].dtype == torch.int64 and r[6].device.type == "openreg"
 
 
+def test_backward_gradients_have_the_meta_kernel_layouts():
+    # Note [Attention outputs]: compiled graphs assert the Meta kernel's strides (docs/compile.md);
+    # query, key and value here are laid out [L, B, H, E], as nn.MultiheadAttention makes them.
+    def inputs(device):
+        q, k, v = (randn(6, 2, 3, 8).permute(1, 2, 0, 3).to(device) for _ in range(3))
+        return q, k, v, randn(2, 3, 6, 8).to(device)
+
+    q, k, v, grad = inputs("openreg")
+    out, lse, *_ = aten._scaled_dot_product_fused_attention_overrideable(q, k, v)
+    grads = aten._scaled_dot_product_fused_attention_overrideable_backward(
+        grad, q, k, v, None, [True, True, True, False], out, lse, None, None, 6, 6, 0.0, False,
+        torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long))
+    mq, mk, mv, mgrad = inputs("meta")
+    mout, mlse, *_ = aten._scaled_dot_product_fused_attention_overrideable(mq, mk, mv)
+    meta = aten._scaled_dot_product_fused_attention_overrideable_backward(
+        mgrad, mq, mk, mv, None, [True, True, True, False], mout, mlse, None, None, 6, 6, 0.0, False,
+        torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long))
+    assert out.stride() == mout.stride() and lse.stride() == mlse.stride()
+    assert [g.stride() for g in grads[:3]] == [g.stride() for g in meta[:3]] == [q.stride()] * 3
+    cpu = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad.cpu(), q.cpu(), k.cpu(), v.cpu(), out.cpu(), lse.cpu(), 0.0, False)
+    assert all(same(a, b) for a, b in zip(grads[:3], cpu, strict=True))
+
+
 @pytest.mark.parametrize("mask_shape", [(2, 4, 12, 10), (12, 10), (1, 4, 1, 10), (2, 1, 12, 1)])
 @pytest.mark.parametrize("gqa", [False, True])
 def test_mask_gradient_of_the_overrideable_backward_matches_cpu_math(mask_shape, gqa):

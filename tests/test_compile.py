@@ -233,8 +233,8 @@ def test_compiled_kernels_follow_the_current_stream_and_events():
     x, y = inputs("openreg")
     fn = compiled("openreg")
     fn(x, y)
+    torch.openreg.synchronize()  # the default stream is idle from here on, unless a kernel lands there
     side = torch.openreg.Stream()
-    side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
         torch.openreg._sleep(300)
         got = fn(x, y)

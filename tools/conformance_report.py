@@ -102,7 +102,8 @@ def summary_lines(summary: dict) -> list[str]:
         "",
         ("Pass rate = (bitwise + close + both-raise) / (samples − skipped). Operator calls on openreg by path: "
          f"native {paths['native']}, async {paths['async']}, sync {paths['sync']}, copying {paths['copying']} "
-         f"({paths['copied_bytes']} bytes copied)."),
+         f"({paths['copied_bytes']} bytes copied)"
+         + (f", compiled kernels {paths['compiled']}." if paths.get("compiled") else ".")),
     ]
 
 

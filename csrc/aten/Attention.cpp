@@ -35,8 +35,9 @@
 // every extern kernel's outputs; docs/compile.md). The overrideable schema's other results follow
 // its Meta kernel: cum_seq_q, cum_seq_k and debug_attn_mask undefined (None), max_q = L, max_k = S,
 // philox seed and offset 0-d int64 zeros (no dropout, nothing to replay). The backward's gradients
-// are [B, L, H, E] buffers viewed as [B, H, L, E], as the CPU's backward wrapper allocates them;
-// their zeroing (the kernel accumulates into them) happens inside the one task. The mask gradient
+// are laid out as the Meta kernel says too (empty_like of query, key and value), where the CPU's
+// backward wrapper allocates [B, L, H, E] buffers viewed as [B, H, L, E]; their zeroing (the
+// kernel accumulates into them) happens inside the one task. The mask gradient
 // (grad_input_mask[3], a float attn_bias) is not something the CPU's flash backward computes. The
 // same task computes it from the saved logsumexp in the accumulation dtype: P = exp(scale * Q K^T +
 // bias - lse) (zero where is_causal masks), dS = P * (dO V^T - rowsum(dO * O)), summed to the
@@ -294,14 +295,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
   checkSameDevice(logsumexp, query, kBackward, "logsumexp");
   const bool inputs = gradInputMask[0] || gradInputMask[1] || gradInputMask[2];
   const bool bias = gradInputMask[3] && attnBias.defined();
-  // The CPU's backward wrapper allocates the three gradients [B, L, H, E] and returns them
-  // transposed; the kernel writes all three.
-  auto gradient = [](const at::Tensor& t) {
-    return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options());
-  };
-  at::Tensor gq = inputs ? gradient(query) : at::Tensor();
-  at::Tensor gk = inputs ? gradient(key) : at::Tensor();
-  at::Tensor gv = inputs ? gradient(value) : at::Tensor();
+  // The gradients in the layouts of the schema's Meta kernel (empty_like of each input), which
+  // compiled graphs assert; the kernel writes all three through [B, L, H, E] views.
+  at::Tensor gq = inputs ? at::empty_like(query) : at::Tensor();
+  at::Tensor gk = inputs ? at::empty_like(key) : at::Tensor();
+  at::Tensor gv = inputs ? at::empty_like(value) : at::Tensor();
   at::Tensor gb = bias ? at::empty(attnBias.sizes(), attnBias.options()) : at::Tensor();
   const bool work = (inputs && (gq.numel() > 0 || gk.numel() > 0)) || (bias && gb.numel() > 0);
   if (work) {
@@ -317,15 +315,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
             gk.zero_();
             gv.zero_();
             at::native::flash_attention_backward_kernel(
-                c10::kCPU, gq, gk, gv, dOut.transpose(1, 2), q.transpose(1, 2), k.transpose(1, 2),
-                v.transpose(1, 2), out.transpose(1, 2), lse.transpose(1, 2), 0.0, causal,
-                optionalAlias(mask), scale);
+                c10::kCPU, gq.transpose(1, 2), gk.transpose(1, 2), gv.transpose(1, 2),
+                dOut.transpose(1, 2), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                out.transpose(1, 2), lse.transpose(1, 2), 0.0, causal, optionalAlias(mask), scale);
           }
           if (gb.defined()) gb.copy_(maskGradient(dOut, q, k, v, out, lse, mask, causal, scale));
         });
   }
-  auto transposed = [](const at::Tensor& t) { return t.defined() ? t.transpose(1, 2) : t; };
-  return {transposed(gq), transposed(gk), transposed(gv), gb};
+  return {gq, gk, gv, gb};
 }
 
 }  // namespace
