@@ -118,3 +118,9 @@ clean:
 # DTensor, checkpoints, faults and torchrun launches (tests/distributed/, a few minutes).
 test-distributed: build
 	OPENREG_TEST_DISTRIBUTED=1 $(PYTHON) -m pytest -q tests/test_distributed.py tests/distributed
+
+# occl against Gloo on CPU tensors, 2 ranks: all-reduce bus bandwidth 1 KiB..256 MiB and a DDP
+# step (bench/distributed_bench.py; JSON in bench/results/distributed.json).
+bench-distributed: build
+	@mkdir -p bench/results
+	$(PYTHON) bench/distributed_bench.py bench/results/distributed.json
