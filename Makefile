@@ -157,6 +157,13 @@ clean:
 	rm -rf build
 
 # torch.distributed on openreg (docs/distributed.md): the 2-rank checks of make test, then FSDP2,
-# DTensor, checkpoints, faults and torchrun launches (tests/distributed/, a few minutes).
+# DTensor, checkpoints, faults and torchrun launches (tests/distributed/dist_*.py, named so that
+# make test does not collect them; a few minutes).
 test-distributed: build
-	OPENREG_TEST_DISTRIBUTED=1 $(PYTHON) -m pytest -q tests/test_distributed.py tests/distributed
+	$(PYTHON) -m pytest -q tests/test_distributed.py tests/distributed/dist_*.py
+
+# occl against Gloo on CPU tensors, 2 ranks: all-reduce bus bandwidth 1 KiB..256 MiB and a DDP
+# step (bench/distributed_bench.py; JSON in bench/results/distributed.json).
+bench-distributed: build
+	@mkdir -p bench/results
+	$(PYTHON) bench/distributed_bench.py bench/results/distributed.json

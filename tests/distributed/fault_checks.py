@@ -1,4 +1,4 @@
-"""Faults, each in its own 2-rank run (test_faults.py): a rank that dies, and collectives whose
+"""Faults, each in its own 2-rank run (dist_faults.py): a rank that dies, and collectives whose
 ranks disagree on shapes or dtypes. The survivors must raise a clear error within the group's
 timeout (GROUP_TIMEOUT seconds), never hang. The mismatches run with TORCH_DISTRIBUTED_DEBUG=DETAIL,
 PyTorch's collective checking: without it Gloo's transport aborts the process on a size mismatch

@@ -1,4 +1,4 @@
-"""Training checks run in 2 spawned ranks (rank r on openreg:r) by test_training.py: FSDP2,
+"""Training checks run in 2 spawned ranks (rank r on openreg:r) by dist_training.py: FSDP2,
 a DTensor tensor-parallel transformer LM and torch.distributed.checkpoint, each against the same
 model trained unsharded on one device (the CPU, whose results openreg's equal bitwise)."""
 
