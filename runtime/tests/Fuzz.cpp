@@ -123,7 +123,7 @@ constexpr Documented kDocumented[] = {
     {"orIpcGetMemHandle", kValue | kPointer | kMemory},
     {"orIpcOpenMemHandle", kValue | kDevice | kMemory},
     {"orIpcCloseMemHandle", kPointer | kMemory | kNotPermitted},
-    {"orIpcDiscardMemHandle", kValue},
+    {"orIpcDiscardMemHandle", kValue | kNotPermitted},
     {"orIpcMemHandleQuery", kValue | kNotReady},
     {"orIpcGetMemHandleInfo", kValue},
 };

@@ -27,8 +27,9 @@
  *
  * Functions that must not be called from inside a task (a function running on a stream): every
  * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
- * orMemset, orFree, orFreeHost, orIpcCloseMemHandle, and orMemcpyAsync with pageable memory). Where
- * CUDA would deadlock the task's own stream, they return orErrorNotPermitted and do nothing.
+ * orMemset, orFree, orFreeHost, orIpcCloseMemHandle, orIpcDiscardMemHandle, and orMemcpyAsync with
+ * pageable memory). Where CUDA would deadlock the task's own stream, they return
+ * orErrorNotPermitted and do nothing.
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -344,9 +345,11 @@ OPENREG_RUNTIME_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t
 OPENREG_RUNTIME_API orError_t orIpcCloseMemHandle(void* devPtr);
 
 /* Gives back the reference of a handle that will not be opened (for example because the
- * allocation is already open here through another handle). Any process may call it, the
- * exporter included. orErrorInvalidValue for bytes that are not a handle, a handle already
- * opened or given back, or one whose exporter has exited. */
+ * allocation is already open here through another handle, whose mapping this process uses). Any
+ * process may call it, the exporter included; in another process it first synchronizes every
+ * device, as orIpcCloseMemHandle does, since work queued there may use the allocation through
+ * another mapping. orErrorInvalidValue for bytes that are not a handle, a handle already opened
+ * or given back, or one whose exporter has exited. Never returns a task failure. */
 OPENREG_RUNTIME_API orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle);
 
 /* In the exporter: orSuccess once the handle's reference has been given back (closed, discarded,
