@@ -32,7 +32,7 @@ def _child(inbox, outbox):
     }
     x[0:4] = -1.0  # written in this process, read by the parent
     torch.openreg.synchronize()
-    own = torch.arange(6, dtype=torch.float64, device="openreg:1") * 3  # memory of this process
+    own = torch.arange(6, dtype=torch.float64).to("openreg:1") * 3  # memory of this process
     outbox.put((report, own))
 
     assert inbox.get(timeout=TIMEOUT) == "parent wrote"
@@ -147,6 +147,8 @@ def test_a_failing_share_raises_at_put_and_python_still_needs_the_patch(capfd):
     x.index_fill_(0, torch.tensor([50], device="openreg"), 1.0)  # fails on the device
     with pytest.raises(RuntimeError, match=r"cannot share a 32-byte storage on openreg:0 .*index"):
         queue.put(x)
+    queue.close()
+    queue.join_thread()
 
 
 class OpenRegRows(torch.utils.data.Dataset):
@@ -169,7 +171,28 @@ def test_dataloader_workers_forked_after_initialization_refuse_openreg_as_cuda_d
 
 
 def test_share_memory_leaves_an_openreg_tensor_shareable_as_it_is():
-    x = torch.arange(4.0, device="openreg")
+    x = torch.arange(4.0).to("openreg")
     address = x.data_ptr()
     assert x.share_memory_() is x
+    assert x.is_shared()
     assert x.data_ptr() == address and torch.equal(x.cpu(), torch.arange(4.0))
+
+
+def _forked_receiver(inbox, outbox):
+    try:
+        inbox.get(timeout=TIMEOUT)
+        outbox.put("received")
+    except RuntimeError as error:
+        outbox.put(str(error))
+
+
+def test_a_child_forked_after_initialization_raises_at_get_as_cuda_children_do():
+    spawn_queues = mp.get_context("spawn")
+    inbox, outbox = spawn_queues.Queue(), spawn_queues.Queue()  # not refused at put
+    x = torch.ones(4, device="openreg")
+    child = mp.get_context("fork").Process(target=_forked_receiver, args=(inbox, outbox))
+    child.start()
+    inbox.put(x)
+    assert "Cannot re-initialize openreg in forked subprocess" in outbox.get(timeout=TIMEOUT)
+    child.join(timeout=TIMEOUT)
+    assert child.exitcode == 0
