@@ -299,10 +299,11 @@ OPENREG_RUNTIME_API orError_t orGetKernelPointer(void** kernelPtr, const void* d
  * them); they are released by a later call of the exporter once every handle's reference is back.
  * Ordering between the processes is the caller's: synchronize the work that wrote the memory
  * before sending the handle, and tell the other side when later writes are complete.
- * The importing process maps the exporter's whole device memory file (only the allocation's
- * pages are mapped, but a process that can open the file could map all of it): share with
- * processes you would let read the device. Both processes must have been started without
- * forking an initialized runtime (spawn), as for every call.
+ * The importer opens the exporter's device memory file through /proc/<pid>/fd, so the exporter
+ * must be alive when a handle is opened (not after); it maps only the allocation's pages, but a
+ * process that can open the file could map all of it: share with processes you would let read
+ * the device. Both processes must have been started without forking an initialized runtime
+ * (spawn), as for every call.
  * ------------------------------------------------------------------------------------------- */
 
 #define OR_IPC_HANDLE_SIZE 64
