@@ -178,10 +178,15 @@ def test_share_memory_leaves_an_openreg_tensor_shareable_as_it_is():
     assert x.data_ptr() == address and torch.equal(x.cpu(), torch.arange(4.0))
 
 
-def _forked_receiver(inbox, outbox):
+def _forked_receiver(inbox, outbox, inherited):
     try:
         inbox.get(timeout=TIMEOUT)
         outbox.put("received")
+    except RuntimeError as error:
+        outbox.put(str(error))
+    try:
+        outbox.put(inherited)  # the parent's tensor, inherited through fork: cannot be shared
+        outbox.put("put did not raise")
     except RuntimeError as error:
         outbox.put(str(error))
 
@@ -190,9 +195,10 @@ def test_a_child_forked_after_initialization_raises_at_get_as_cuda_children_do()
     spawn_queues = mp.get_context("spawn")
     inbox, outbox = spawn_queues.Queue(), spawn_queues.Queue()  # not refused at put
     x = torch.ones(4, device="openreg")
-    child = mp.get_context("fork").Process(target=_forked_receiver, args=(inbox, outbox))
+    child = mp.get_context("fork").Process(target=_forked_receiver, args=(inbox, outbox, x))
     child.start()
     inbox.put(x)
     assert "Cannot re-initialize openreg in forked subprocess" in outbox.get(timeout=TIMEOUT)
+    assert re.search("cannot share .* forked subprocess", outbox.get(timeout=TIMEOUT))
     child.join(timeout=TIMEOUT)
     assert child.exitcode == 0
