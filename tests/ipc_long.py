@@ -4,6 +4,9 @@
 Each case starts its own spawned processes; every get() and join() has a timeout."""
 
 import gc
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -149,3 +152,41 @@ def test_spawned_dataloader_workers_return_openreg_tensors():
         assert torch.equal(batch.cpu(), indices.float()[:, None].expand(-1, 5))
         rows.extend(indices.tolist())
     assert rows == list(range(10))
+
+
+OUT_OF_MEMORY_SCRIPT = '''
+import torch, torch.multiprocessing as mp
+
+def child(inbox, outbox):
+    x = inbox.get(timeout=120)
+    outbox.put("holding")
+    assert inbox.get(timeout=120) == "let go"
+    del x
+    outbox.put("released")
+
+if __name__ == "__main__":
+    context = mp.get_context("spawn")
+    inbox, outbox = context.Queue(), context.Queue()
+    process = context.Process(target=child, args=(inbox, outbox))
+    process.start()
+    x = torch.ones(10 * 2**20, device="openreg")   # 40 MiB of a 64 MiB device
+    inbox.put(x)
+    assert outbox.get(timeout=120) == "holding"
+    del x                                          # held for the child: not reusable
+    inbox.put("let go")
+    assert outbox.get(timeout=120) == "released"
+    y = torch.ones(10 * 2**20, device="openreg")   # fits only once the held block is freed
+    print("allocated", torch.openreg.ipc_collect(), float(y[-1].item()))
+    process.join(timeout=120)
+'''
+
+
+def test_the_allocator_frees_blocks_receivers_let_go_of_before_it_runs_out(tmp_path):
+    script = tmp_path / "out_of_memory.py"  # spawn imports the main module from a file
+    script.write_text(OUT_OF_MEMORY_SCRIPT)
+    env = dict(os.environ, OPENREG_DEVICE_MEMORY="64M")
+    result = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["allocated", "0", "1.0"]

@@ -18,18 +18,21 @@ TIMEOUT = 120
 
 def _child(inbox, outbox):
     """The other process: receives, checks, writes, sends back, and lets go when told."""
-    x, y, view, x_again = inbox.get(timeout=TIMEOUT)
+    x, y, view = inbox.get(timeout=TIMEOUT)
+    x_again = inbox.get(timeout=TIMEOUT)  # another message: another handle, the same block
+    x_again.record_stream(torch.openreg.Stream())  # freeing it synchronizes: nothing to record
     report = {
         "devices": [str(t.device) for t in (x, y, view)],
         "x": x.cpu().tolist(),
         "y": y.cpu().tolist(),
         "view": view.cpu().tolist(),
-        "same_storage": x.untyped_storage().data_ptr() == x_again.untyped_storage().data_ptr(),
+        # One StorageImpl, as torch's shared_cache gives for CUDA.
+        "same_storage": x.untyped_storage()._cdata == x_again.untyped_storage()._cdata,
         "view_aliases_x": view.data_ptr() == x.data_ptr() + 10 * x.element_size(),
     }
     x[0:4] = -1.0  # written in this process, read by the parent
     torch.openreg.synchronize()
-    own = torch.arange(6, dtype=torch.float64, device="openreg:1") * 3  # memory of this process
+    own = torch.arange(6, dtype=torch.float64).to("openreg:1") * 3  # memory of this process
     outbox.put((report, own))
 
     assert inbox.get(timeout=TIMEOUT) == "parent wrote"
@@ -69,7 +72,9 @@ def test_a_spawned_child_shares_openreg_memory_both_ways_and_holds_it(child):
     x = x_cpu.to("openreg")
     y = torch.full((3, 5), 2.5, device="openreg:1")
     view = x[10:20]
-    inbox.put((x, y, view, x))
+    inbox.put((x, y, view))
+    inbox.put(x)
+    x.record_stream(torch.openreg.Stream())  # still the allocator's block after it was sent
 
     report, own = outbox.get(timeout=TIMEOUT)
     # The same values on the same devices, one storage for the tensor sent twice, views alias.
@@ -142,6 +147,8 @@ def test_a_failing_share_raises_at_put_and_python_still_needs_the_patch(capfd):
     x.index_fill_(0, torch.tensor([50], device="openreg"), 1.0)  # fails on the device
     with pytest.raises(RuntimeError, match=r"cannot share a 32-byte storage on openreg:0 .*index"):
         queue.put(x)
+    queue.close()
+    queue.join_thread()
 
 
 class OpenRegRows(torch.utils.data.Dataset):
@@ -164,7 +171,34 @@ def test_dataloader_workers_forked_after_initialization_refuse_openreg_as_cuda_d
 
 
 def test_share_memory_leaves_an_openreg_tensor_shareable_as_it_is():
-    x = torch.arange(4.0, device="openreg")
+    x = torch.arange(4.0).to("openreg")
     address = x.data_ptr()
     assert x.share_memory_() is x
+    assert x.is_shared()
     assert x.data_ptr() == address and torch.equal(x.cpu(), torch.arange(4.0))
+
+
+def _forked_receiver(inbox, outbox, inherited):
+    try:
+        inbox.get(timeout=TIMEOUT)
+        outbox.put("received")
+    except RuntimeError as error:
+        outbox.put(str(error))
+    try:
+        outbox.put(inherited)  # the parent's tensor, inherited through fork: cannot be shared
+        outbox.put("put did not raise")
+    except RuntimeError as error:
+        outbox.put(str(error))
+
+
+def test_a_child_forked_after_initialization_raises_at_get_as_cuda_children_do():
+    spawn_queues = mp.get_context("spawn")
+    inbox, outbox = spawn_queues.Queue(), spawn_queues.Queue()  # not refused at put
+    x = torch.ones(4, device="openreg")
+    child = mp.get_context("fork").Process(target=_forked_receiver, args=(inbox, outbox, x))
+    child.start()
+    inbox.put(x)
+    assert "Cannot re-initialize openreg in forked subprocess" in outbox.get(timeout=TIMEOUT)
+    assert re.search("cannot share .* forked subprocess", outbox.get(timeout=TIMEOUT))
+    child.join(timeout=TIMEOUT)
+    assert child.exitcode == 0

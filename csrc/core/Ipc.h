@@ -18,11 +18,13 @@
 //  - Consumer: openSharedStorage() maps the segment once per (exporter, segment) and keeps the
 //    mapping while any storage in it lives (ImportedSegment closes it). A handle that was not
 //    needed to map (the segment was mapped already) is kept unopened by the storage's context
-//    and discarded when the storage dies, so the producer's block stays held exactly as long as
-//    a storage that shows it. Storages are cached by (exporter, segment, offset, size): one block
-//    received twice is one storage, as torch's shared_cache does for CUDA. An imported storage is
-//    not resizable and belongs to no allocator; freeing it synchronizes every device (the close
-//    does), so record_stream is not needed on it and is ignored.
+//    and discarded when the storage dies (after every device's queued work, which may still use
+//    the block through the shared mapping: orIpcDiscardMemHandle waits for it), so the producer's
+//    block stays held exactly as long as a storage that shows it, and its work. Storages are cached
+//    by (exporter, segment, offset, size): one block received twice is one storage, as torch's
+//    shared_cache does for CUDA. An imported storage is not resizable and belongs to no allocator;
+//    freeing it synchronizes every device (the close does), so record_stream is not needed on it
+//    and is ignored.
 // Ordering: the producer synchronizes at share time; later writes on either side reach the other
 // after the writer synchronizes and says so (a queue message, an event of the host). See
 // docs/ipc.md.

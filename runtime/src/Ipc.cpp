@@ -437,11 +437,16 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   return orSuccess;
 }
 
+// [marker: ipc-discard-handle]
 orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle) {
-  OR_ENTER();
+  OR_ENTER_SYNCHRONIZING();
   constexpr const char* call = "orIpcDiscardMemHandle";
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
+  // An importer may hold a handle unopened while it uses the allocation through another mapping
+  // of it (the PyTorch layer does): work queued on it must be done before the exporter may reuse
+  // the memory. As orIpcCloseMemHandle, never reports a task failure.
+  if (h.pid != getpid()) waitForAllDevices();
   Slot* slot = nullptr;
   MappedSlot mapped;
   orError_t e = slotOf(call, h, &slot, &mapped);

@@ -125,7 +125,7 @@ constexpr Documented kDocumented[] = {
     {"orIpcGetMemHandle", kValue | kPointer | kMemory},
     {"orIpcOpenMemHandle", kValue | kDevice | kMemory},
     {"orIpcCloseMemHandle", kPointer | kMemory | kNotPermitted},
-    {"orIpcDiscardMemHandle", kValue},
+    {"orIpcDiscardMemHandle", kValue | kNotPermitted},
     {"orIpcMemHandleQuery", kValue | kNotReady},
     {"orIpcGetMemHandleInfo", kValue},
     {"orStreamBeginCapture", kValue | kHandle | kNotPermitted},

@@ -62,6 +62,8 @@ int synchronizingCallsFromATask() {
       {"orMemset", [&] { return orMemset(dev, 0, 64); }},
       {"orMemcpyAsync",  // pageable memory: completes before returning, so it synchronizes
        [&] { return orMemcpyAsync(host.data(), dev, 64, orMemcpyDeviceToHost, nullptr); }},
+      {"orIpcCloseMemHandle", [&] { return orIpcCloseMemHandle(dev); }},
+      {"orIpcDiscardMemHandle", [&] { return orIpcDiscardMemHandle(orIpcMemHandle_t{}); }},
   };
   int bad = 0;
   for (const InTaskCall& c : calls) {

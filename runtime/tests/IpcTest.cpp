@@ -241,6 +241,45 @@ TEST(DISABLED_IpcChild, TouchesTheSharedMemory) {
   *host = 1;  // faults: the report names the allocation and the exporter, then the process dies
 }
 
+TEST(Ipc, AnImporterDiscardsAHandleOnlyAfterItsQueuedWorkIsDone) {
+  void* p = nullptr;
+  OR_OK(orMalloc(&p, kBytes));
+  OR_OK(orMemset(p, 0, kBytes));
+  orIpcMemHandle_t handles[2];
+  OR_OK(orIpcGetMemHandle(&handles[0], p));
+  OR_OK(orIpcGetMemHandle(&handles[1], p));
+  std::string both = toHex(handles[1]);  // the child opens the first, holds the second
+  setenv("OPENREG_IPC_TEST_SECOND_HANDLE", both.c_str(), 1);
+  Child child = Child::start("DiscardsAfterQueuedWork", handles[0]);
+  unsetenv("OPENREG_IPC_TEST_SECOND_HANDLE");
+  ASSERT_EQ(child.receive(), 'd');
+  // The second handle is back, so the work the child queued before discarding it is done.
+  EXPECT_EQ(orIpcMemHandleQuery(handles[1]), orSuccess);
+  std::vector<unsigned char> seen(kBytes);
+  OR_OK(orMemcpy(seen.data(), p, kBytes, orMemcpyDeviceToHost));
+  EXPECT_EQ(seen, std::vector<unsigned char>(kBytes, 0x77));
+  child.send('x');
+  EXPECT_EQ(child.wait(), 0);
+  OR_OK(orFree(p));
+}
+
+TEST(DISABLED_IpcChild, DiscardsAfterQueuedWork) {
+  Parent parent;
+  const orIpcMemHandle_t second = fromHex(std::getenv("OPENREG_IPC_TEST_SECOND_HANDLE"));
+  void* p = nullptr;
+  OR_OK(orIpcOpenMemHandle(&p, parent.handle, 0));
+  void* kernel = nullptr;
+  OR_OK(orGetKernelPointer(&kernel, p));
+  OR_OK(openreg::launch(nullptr, [kernel] {
+    sleepMs(200);
+    std::memset(kernel, 0x77, kBytes);
+  }));
+  OR_OK(orIpcDiscardMemHandle(second));  // waits for the task above
+  parent.send('d');
+  ASSERT_EQ(parent.receive(), 'x');
+  OR_OK(orIpcCloseMemHandle(p));
+}
+
 TEST(Ipc, AHandleIsOpenedInAnotherProcessOnly) {
   void* p = nullptr;
   OR_OK(orMalloc(&p, 4096));

@@ -9,16 +9,16 @@ reducer raised "_share_fd_: only available on CPU" in the feeder). CUDA tensors 
 So for an object that holds openreg tensors or storages (itself, or inside a tuple, list or dict up
 to two levels down), `put` here pickles in the caller's thread first, with the storage reducer
 raising as it does outside a queue's feeder thread (torch_openreg/openreg/ipc.py), and enqueues
-the bytes. A
-sender-side failure (a pending task failure, memory received from another process, a child forked
-after initialization sending its parent's tensor) then raises from `put`. So does sending
-through a queue of the "fork" start method after this process initialized openreg and forked: the
-receiver would be a forked child, which cannot use the device. Everything else is untouched;
-openreg tensors deeper inside other objects still go through the feeder, where a failure makes the
-receiver's `get` raise it (never a hang).
+the bytes. A sender-side failure (a pending task failure, memory received from another process, a
+child forked after initialization sending its parent's tensor) then raises from `put`. So does
+sending through a queue of the "fork" start method after this process initialized openreg and
+forked: the receiver would be a forked child, which cannot use the device. Everything else is
+untouched; openreg tensors deeper inside other objects still go through the feeder, where a
+failure makes the receiver's `get` raise it (never a hang).
 
-This is the one patch of the package's IPC support; test_a_failing_share_raises_at_put in
-tests/test_ipc.py fails once Python's queue pickles in `put` itself and the patch can go.
+This is the one patch of the package's IPC support;
+test_a_failing_share_raises_at_put_and_python_still_needs_the_patch in tests/test_ipc.py fails
+once Python's queue pickles in `put` itself and the patch can go.
 """
 
 from __future__ import annotations

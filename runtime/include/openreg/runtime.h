@@ -27,8 +27,9 @@
  *
  * Functions that must not be called from inside a task (a function running on a stream): every
  * synchronizing call (orDeviceSynchronize, orStreamSynchronize, orEventSynchronize, orMemcpy,
- * orMemset, orFree, orFreeHost, orIpcCloseMemHandle, and orMemcpyAsync with pageable memory). Where
- * CUDA would deadlock the task's own stream, they return orErrorNotPermitted and do nothing.
+ * orMemset, orFree, orFreeHost, orIpcCloseMemHandle, orIpcDiscardMemHandle, and orMemcpyAsync with
+ * pageable memory). Where CUDA would deadlock the task's own stream, they return
+ * orErrorNotPermitted and do nothing.
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -302,10 +303,11 @@ OPENREG_RUNTIME_API orError_t orGetKernelPointer(void** kernelPtr, const void* d
  * them); they are released by a later call of the exporter once every handle's reference is back.
  * Ordering between the processes is the caller's: synchronize the work that wrote the memory
  * before sending the handle, and tell the other side when later writes are complete.
- * The importing process maps the exporter's whole device memory file (only the allocation's
- * pages are mapped, but a process that can open the file could map all of it): share with
- * processes you would let read the device. Both processes must have been started without
- * forking an initialized runtime (spawn), as for every call.
+ * The importer opens the exporter's device memory file through /proc/<pid>/fd, so the exporter
+ * must be alive when a handle is opened (not after); it maps only the allocation's pages, but a
+ * process that can open the file could map all of it: share with processes you would let read
+ * the device. Both processes must have been started without forking an initialized runtime
+ * (spawn), as for every call.
  * ------------------------------------------------------------------------------------------- */
 
 #define OR_IPC_HANDLE_SIZE 64
@@ -348,9 +350,11 @@ OPENREG_RUNTIME_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t
 OPENREG_RUNTIME_API orError_t orIpcCloseMemHandle(void* devPtr);
 
 /* Gives back the reference of a handle that will not be opened (for example because the
- * allocation is already open here through another handle). Any process may call it, the
- * exporter included. orErrorInvalidValue for bytes that are not a handle, a handle already
- * opened or given back, or one whose exporter has exited. */
+ * allocation is already open here through another handle, whose mapping this process uses). Any
+ * process may call it, the exporter included; in another process it first synchronizes every
+ * device, as orIpcCloseMemHandle does, since work queued there may use the allocation through
+ * another mapping. orErrorInvalidValue for bytes that are not a handle, a handle already opened
+ * or given back, or one whose exporter has exited. Never returns a task failure. */
 OPENREG_RUNTIME_API orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle);
 
 /* In the exporter: orSuccess once the handle's reference has been given back (closed, discarded,
