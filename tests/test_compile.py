@@ -7,7 +7,6 @@ the tests that call them; the CPU, compiled and eager, is the oracle.
 import functools
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -221,11 +220,9 @@ def test_a_compiled_call_returns_while_its_stream_is_busy():
     fn = compiled("openreg")
     fn(x, y)  # compiled already, or now
     torch.openreg._sleep(500)
-    start = time.perf_counter()
     got = fn(x, y)
-    returned = time.perf_counter() - start
+    # Had the call waited for the stream, the sleep and the kernel would be done by now.
     assert not torch.openreg.current_stream().query()  # the kernel is queued behind the sleep
-    assert returned < 0.4
     assert torch.equal(got.cpu(), compiled("cpu")(*inputs("cpu")))
 
 
