@@ -59,36 +59,70 @@ void WorkOccl::recordGate() {
 }
 
 // [marker: occl-run]
-bool WorkOccl::launch() noexcept {
+bool WorkOccl::gateReached() const noexcept {
+  try {
+    return !gate_.has_value() || gate_->query();
+  } catch (...) {
+    return false;  // a failed input kernel: launch() reports it
+  }
+}
+
+std::exception_ptr WorkOccl::launch() noexcept {
   try {
     if (gate_.has_value()) gate_->synchronize();
     glooWork_ = launch_();
     launch_ = nullptr;
-    return true;
+    return nullptr;
   } catch (...) {
-    fail();
-    return false;
+    return restated(opName_, device_, std::current_exception());
   }
 }
 
+void WorkOccl::failWith(std::exception_ptr error) noexcept {
+  launch_ = nullptr;
+  after_ = nullptr;
+  complete(std::move(error));
+}
+
+// Gloo's Work is released with this one, never inside the callback: Gloo's future belongs to it.
+// The callback reads the future, not the Work: Gloo completes its future before it marks its Work
+// complete, so waiting on the Work there would wait for itself.
+bool WorkOccl::completeOnGlooFuture() noexcept {
+  if (!glooWork_) return false;
+  c10::intrusive_ptr<c10::ivalue::Future> glooFuture;
+  try {
+    glooFuture = glooWork_->getFuture();
+  } catch (const c10::Error&) {
+    return false;  // this Gloo operation has no future (reduce_scatter_tensor's)
+  }
+  if (!glooFuture) return false;
+  glooFuture->addCallback(
+      [self = c10::intrusive_ptr<WorkOccl>::reclaim_copy(this)](c10::ivalue::Future& done) {
+        self->finishAfterGloo(done.hasError() ? done.exception_ptr() : nullptr);
+      });
+  return true;
+}
+
 void WorkOccl::completeAfterGloo() noexcept {
+  std::exception_ptr glooError;
   try {
     if (glooWork_) glooWork_->wait();
-    glooWork_.reset();
+  } catch (...) {
+    glooError = std::current_exception();
+  }
+  finishAfterGloo(glooError);
+}
+
+void WorkOccl::finishAfterGloo(std::exception_ptr glooError) noexcept {
+  try {
+    if (glooError) std::rethrow_exception(glooError);
     if (after_) after_();
   } catch (...) {
-    fail();
+    failWith(restated(opName_, device_, std::current_exception()));
     return;
   }
   after_ = nullptr;  // drops the aliases it holds
   complete(nullptr);
-}
-
-void WorkOccl::fail() noexcept {
-  launch_ = nullptr;
-  glooWork_.reset();
-  after_ = nullptr;
-  complete(restated(opName_, device_, std::current_exception()));
 }
 
 void WorkOccl::complete(std::exception_ptr error) noexcept {
