@@ -52,10 +52,14 @@ WorkOccl::WorkOccl(int rank, c10d::OpType opType, std::string opName,
 
 WorkOccl::~WorkOccl() = default;
 
+// An idle stream needs no gate: everything that produced the inputs has run. Recording one
+// there would still cost a trip through the device's worker before the launch could proceed.
 void WorkOccl::recordGate() {
   if (!device_.has_value()) return;
-  gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::BACKEND_DEFAULT);
-  gate_->record(getCurrentOpenRegStream(device_->index()));
+  const OpenRegStream stream = getCurrentOpenRegStream(device_->index());
+  if (stream.query()) return;
+  gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::PYTORCH_DEFAULT);
+  gate_->record(stream);
 }
 
 // [marker: occl-run]
@@ -130,7 +134,12 @@ void WorkOccl::complete(std::exception_ptr error) noexcept {
     if (error) {
       future_->setError(error);
     } else {
-      future_->markCompleted(c10::IValue(outputs_));
+      // No storages: the future records no event on the completing thread's stream. Gloo wrote
+      // the outputs from the host before this point, so there is no device work to order after,
+      // and an event there would keep the stream busy until the worker passed it, making the
+      // next collective wait for a gate (see recordGate).
+      future_->markCompleted(c10::IValue(outputs_),
+                             std::vector<c10::ivalue::Future::WeakStorage>{});
     }
   } catch (...) {
     if (!error) error = std::current_exception();
