@@ -16,12 +16,13 @@
 //    after NCCL's wait() does. We block the host rather than a stream: a stream can only wait for
 //    host-side work by parking a task on the device's worker, and the gate of an earlier
 //    collective may sit on another stream behind that very worker (a deadlock). The future
-//    (getFuture) completes on the communication thread with the output tensors; its wait()
-//    blocks the same way and then orders the current stream after it (c10::ivalue::Future).
+//    (getFuture) completes with the output tensors once Gloo is done; its wait() blocks the host
+//    the same way. It records no event: Gloo wrote the outputs from the host, so there is no
+//    device work for a stream to wait for.
 // Without a wait() the caller must not touch the outputs, as with NCCL and async_op=True.
 //
 // The Work keeps every tensor of the call alive until Gloo is done, and completes its future
-// exactly once, on the communication thread: Gloo's own Work may have no future at all
+// exactly once, from one place (WorkOccl::complete): Gloo's own Work may have no future at all
 // (reduce_scatter_tensor's), and completing from two places races.
 #pragma once
 
