@@ -207,8 +207,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::endCoalescing() {
     if (!device.has_value()) device = work->device();
     for (const auto& t : work->result()) outputs.push_back(t);
   }
-  // Completions run in issue order, so when this one runs the coalesced ones are done; waiting on
-  // them only raises the first failure.
+  // Runs on the completion thread (it has no Gloo Work): waits for each coalesced operation and
+  // raises the first failure.
   return enqueue(c10::make_intrusive<WorkOccl>(
       rank_, c10d::OpType::COALESCED, "coalesced operations", device, std::vector<at::Tensor>{},
       std::move(outputs), [] { return c10::intrusive_ptr<c10d::Work>(); },

@@ -9,12 +9,12 @@
 // copied on the way. The Gloo backend is made in Python (torch_openreg/distributed.py) and passed
 // in, so this file needs c10d's Backend and Work headers only, never Gloo's.
 //
-// Every operation, a CPU tensor's and barrier included, goes through one first-in first-out
-// communication thread per backend: Gloo numbers operations in the order they are handed to it,
-// so every rank must hand them over in the order the program issued them, and a collective may
-// have to wait for its inputs first (Note [Collective ordering] in WorkOccl.h). One call's tensors
-// are on one device: all on the same openreg device, or all on the CPU (the backend also serves a
-// group's CPU tensors when it is registered for "cpu").
+// Every operation, a CPU tensor's and barrier included, is handed to Gloo in issue order (Note
+// [occl launch and completion] below): Gloo numbers operations in the order they are handed to
+// it, so every rank must hand them over in the order the program issued them, and a collective
+// may have to wait for its inputs first (Note [Collective ordering] in WorkOccl.h). One call's
+// tensors are on one device: all on the same openreg device, or all on the CPU (the backend also
+// serves a group's CPU tensors when it is registered for "cpu").
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
