@@ -127,14 +127,28 @@ void ProcessGroupOccl::commLoop() {
       }
       work = std::move(launchQueue_.front());
       launchQueue_.pop_front();
+      launching_ = true;
     }
-    if (!work->launch()) continue;  // failed: already complete
+    std::exception_ptr error = work->launch();  // waits for the gate
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      completionQueue_.push_back(std::move(work));
+      launching_ = false;
     }
-    completionPending_.notify_one();
+    if (error) {
+      work->failWith(std::move(error));
+    } else {
+      awaitGloo(work);
+    }
   }
+}
+
+void ProcessGroupOccl::awaitGloo(const c10::intrusive_ptr<WorkOccl>& work) {
+  if (work->completeOnGlooFuture()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completionQueue_.push_back(work);
+  }
+  completionPending_.notify_one();
 }
 
 void ProcessGroupOccl::completionLoop() {
@@ -154,12 +168,27 @@ void ProcessGroupOccl::completionLoop() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::enqueue(c10::intrusive_ptr<WorkOccl> work) {
   work->recordGate();
   if (coalescing_) coalesced_.push_back(work);
+  bool launchedHere = false;
+  std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!stopping_, "occl ", work->opName(), ": the process group is shutting down");
-    launchQueue_.push_back(work);
+    if (launchQueue_.empty() && !launching_ && work->gateReached()) {
+      // Nothing is ahead of it: Gloo gets it in issue order from this thread, under the lock so
+      // that no later operation overtakes it. The gate is reached, so this does not wait.
+      launchedHere = true;
+      error = work->launch();
+    } else {
+      launchQueue_.push_back(work);
+    }
   }
-  launchPending_.notify_one();
+  if (!launchedHere) {
+    launchPending_.notify_one();
+  } else if (error) {
+    work->failWith(std::move(error));
+  } else {
+    awaitGloo(work);
+  }
   return work;
 }
 
@@ -178,8 +207,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::endCoalescing() {
     if (!device.has_value()) device = work->device();
     for (const auto& t : work->result()) outputs.push_back(t);
   }
-  // Completions run in issue order, so when this one runs the coalesced ones are done; waiting on
-  // them only raises the first failure.
+  // Runs on the completion thread (it has no Gloo Work): waits for each coalesced operation and
+  // raises the first failure.
   return enqueue(c10::make_intrusive<WorkOccl>(
       rank_, c10d::OpType::COALESCED, "coalesced operations", device, std::vector<at::Tensor>{},
       std::move(outputs), [] { return c10::intrusive_ptr<c10d::Work>(); },

@@ -9,12 +9,12 @@
 // copied on the way. The Gloo backend is made in Python (torch_openreg/distributed.py) and passed
 // in, so this file needs c10d's Backend and Work headers only, never Gloo's.
 //
-// Every operation, a CPU tensor's and barrier included, goes through one first-in first-out
-// communication thread per backend: Gloo numbers operations in the order they are handed to it,
-// so every rank must hand them over in the order the program issued them, and a collective may
-// have to wait for its inputs first (Note [Collective ordering] in WorkOccl.h). One call's tensors
-// are on one device: all on the same openreg device, or all on the CPU (the backend also serves a
-// group's CPU tensors when it is registered for "cpu").
+// Every operation, a CPU tensor's and barrier included, is handed to Gloo in issue order (Note
+// [occl launch and completion] below): Gloo numbers operations in the order they are handed to
+// it, so every rank must hand them over in the order the program issued them, and a collective
+// may have to wait for its inputs first (Note [Collective ordering] in WorkOccl.h). One call's
+// tensors are on one device: all on the same openreg device, or all on the CPU (the backend also
+// serves a group's CPU tensors when it is registered for "cpu").
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -108,12 +108,18 @@ class OPENREG_TORCH_API ProcessGroupOccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue(c10::intrusive_ptr<WorkOccl> work);
   void commLoop();
   void completionLoop();
+  // After a launch: completion on Gloo's future, else on the completion thread.
+  void awaitGloo(const c10::intrusive_ptr<WorkOccl>& work);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   GlooMaker makeGloo_;
-  // Launches in issue order, then completions in the same order, on two threads: a launch never
-  // waits for an earlier operation to finish (a send waits for its peer's receive, which the peer
-  // may issue after its own send).
+  // Note [occl launch and completion]
+  // Launches happen in issue order: on the issuing thread itself when nothing is queued or being
+  // launched and the inputs are ready (no thread hand-off: small collectives cost what Gloo's do),
+  // else on the communication thread, which waits for each gate in turn. A launch never waits for
+  // an earlier operation to finish (a send finishes only when the peer posts its receive, which
+  // the peer may issue after its own send). Completion runs on Gloo's future callback, or, for
+  // operations whose Gloo Work has no future, on the completion thread, in issue order.
   std::mutex mutex_;
   std::condition_variable launchPending_;
   std::condition_variable completionPending_;
@@ -121,6 +127,7 @@ class OPENREG_TORCH_API ProcessGroupOccl : public c10d::Backend {
   std::deque<c10::intrusive_ptr<WorkOccl>> completionQueue_;
   bool stopping_ = false;
   bool launchDone_ = false;
+  bool launching_ = false;  // the communication thread is launching one
   std::thread commThread_;
   std::thread completionThread_;
   // Between startCoalescing and endCoalescing (the issuing thread only).

@@ -52,43 +52,81 @@ WorkOccl::WorkOccl(int rank, c10d::OpType opType, std::string opName,
 
 WorkOccl::~WorkOccl() = default;
 
+// An idle stream needs no gate: everything that produced the inputs has run. Recording one
+// there would still cost a trip through the device's worker before the launch could proceed.
 void WorkOccl::recordGate() {
   if (!device_.has_value()) return;
-  gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::BACKEND_DEFAULT);
-  gate_->record(getCurrentOpenRegStream(device_->index()));
+  const OpenRegStream stream = getCurrentOpenRegStream(device_->index());
+  if (stream.query()) return;
+  gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::PYTORCH_DEFAULT);
+  gate_->record(stream);
 }
 
 // [marker: occl-run]
-bool WorkOccl::launch() noexcept {
+bool WorkOccl::gateReached() const noexcept {
+  try {
+    return !gate_.has_value() || gate_->query();
+  } catch (...) {
+    return false;  // a failed input kernel: launch() reports it
+  }
+}
+
+std::exception_ptr WorkOccl::launch() noexcept {
   try {
     if (gate_.has_value()) gate_->synchronize();
     glooWork_ = launch_();
     launch_ = nullptr;
-    return true;
+    return nullptr;
   } catch (...) {
-    fail();
-    return false;
+    return restated(opName_, device_, std::current_exception());
   }
 }
 
+void WorkOccl::failWith(std::exception_ptr error) noexcept {
+  launch_ = nullptr;
+  after_ = nullptr;
+  complete(std::move(error));
+}
+
+// Gloo's Work is released with this one, never inside the callback: Gloo's future belongs to it.
+// The callback reads the future, not the Work: Gloo completes its future before it marks its Work
+// complete, so waiting on the Work there would wait for itself.
+bool WorkOccl::completeOnGlooFuture() noexcept {
+  if (!glooWork_) return false;
+  c10::intrusive_ptr<c10::ivalue::Future> glooFuture;
+  try {
+    glooFuture = glooWork_->getFuture();
+  } catch (const c10::Error&) {
+    return false;  // this Gloo operation has no future (reduce_scatter_tensor's)
+  }
+  if (!glooFuture) return false;
+  glooFuture->addCallback(
+      [self = c10::intrusive_ptr<WorkOccl>::reclaim_copy(this)](c10::ivalue::Future& done) {
+        self->finishAfterGloo(done.hasError() ? done.exception_ptr() : nullptr);
+      });
+  return true;
+}
+
 void WorkOccl::completeAfterGloo() noexcept {
+  std::exception_ptr glooError;
   try {
     if (glooWork_) glooWork_->wait();
-    glooWork_.reset();
+  } catch (...) {
+    glooError = std::current_exception();
+  }
+  finishAfterGloo(glooError);
+}
+
+void WorkOccl::finishAfterGloo(std::exception_ptr glooError) noexcept {
+  try {
+    if (glooError) std::rethrow_exception(glooError);
     if (after_) after_();
   } catch (...) {
-    fail();
+    failWith(restated(opName_, device_, std::current_exception()));
     return;
   }
   after_ = nullptr;  // drops the aliases it holds
   complete(nullptr);
-}
-
-void WorkOccl::fail() noexcept {
-  launch_ = nullptr;
-  glooWork_.reset();
-  after_ = nullptr;
-  complete(restated(opName_, device_, std::current_exception()));
 }
 
 void WorkOccl::complete(std::exception_ptr error) noexcept {
@@ -96,7 +134,12 @@ void WorkOccl::complete(std::exception_ptr error) noexcept {
     if (error) {
       future_->setError(error);
     } else {
-      future_->markCompleted(c10::IValue(outputs_));
+      // No storages: the future records no event on the completing thread's stream. Gloo wrote
+      // the outputs from the host before this point, so there is no device work to order after,
+      // and an event there would keep the stream busy until the worker passed it, making the
+      // next collective wait for a gate (see recordGate).
+      future_->markCompleted(c10::IValue(outputs_),
+                             std::vector<c10::ivalue::Future::WeakStorage>{});
     }
   } catch (...) {
     if (!error) error = std::current_exception();

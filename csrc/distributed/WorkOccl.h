@@ -7,19 +7,22 @@
 // Gloo runs it on its own threads, outside every stream. The order the stream would give it is
 // restored at both ends:
 //  - Start: the launch records an event on the current stream of the tensors' device (the gate).
-//    The communication thread waits for it before handing the operation to Gloo, so the collective
-//    starts after the work that produced its inputs. The launch itself returns at once.
+//    The operation is handed to Gloo only once the gate is reached, so the collective starts
+//    after the work that produced its inputs: at once by the issuing thread if it already is and
+//    nothing is queued, else by the communication thread, which waits for it (Note [occl launch
+//    and completion] in ProcessGroupOccl.h). The launch itself never waits.
 //  - End: wait() blocks the calling host thread until Gloo is done (and raises its error), so
 //    whatever the caller launches afterwards on any stream runs after the collective, as work
 //    after NCCL's wait() does. We block the host rather than a stream: a stream can only wait for
 //    host-side work by parking a task on the device's worker, and the gate of an earlier
 //    collective may sit on another stream behind that very worker (a deadlock). The future
-//    (getFuture) completes on the communication thread with the output tensors; its wait()
-//    blocks the same way and then orders the current stream after it (c10::ivalue::Future).
+//    (getFuture) completes with the output tensors once Gloo is done; its wait() blocks the host
+//    the same way. It records no event: Gloo wrote the outputs from the host, so there is no
+//    device work for a stream to wait for.
 // Without a wait() the caller must not touch the outputs, as with NCCL and async_op=True.
 //
 // The Work keeps every tensor of the call alive until Gloo is done, and completes its future
-// exactly once, on the communication thread: Gloo's own Work may have no future at all
+// exactly once, from one place (WorkOccl::complete): Gloo's own Work may have no future at all
 // (reduce_scatter_tensor's), and completing from two places races.
 #pragma once
 
@@ -53,10 +56,17 @@ class WorkOccl : public c10d::Work {
 
   // Records the gate on the current stream of the device. Called once, by the launching thread.
   void recordGate();
-  // Waits for the gate and hands the operation to Gloo. False if that failed (this Work is then
-  // complete). Communication thread only.
-  bool launch() noexcept;
-  // Waits for Gloo's Work, runs After and completes. Completion thread only.
+  // True once the inputs are ready (the gate has been reached), without waiting.
+  bool gateReached() const noexcept;
+  // Waits for the gate and hands the operation to Gloo; the failure, restated, if that failed.
+  // Completes nothing. Called once, by whichever thread launches (see ProcessGroupOccl.h).
+  std::exception_ptr launch() noexcept;
+  // Completes with `error` (from launch()).
+  void failWith(std::exception_ptr error) noexcept;
+  // Arranges completion on Gloo's future: false if Gloo's Work has none (or there is no Gloo
+  // Work), and the completion thread must call completeAfterGloo().
+  bool completeOnGlooFuture() noexcept;
+  // Waits for Gloo's Work, runs After and completes.
   void completeAfterGloo() noexcept;
 
   bool wait(std::chrono::milliseconds timeout) override;
@@ -69,7 +79,8 @@ class WorkOccl : public c10d::Work {
 
  private:
   void complete(std::exception_ptr error) noexcept;
-  void fail() noexcept;  // completes with the exception in flight, restated
+  // Runs After and completes, or fails with Gloo's error.
+  void finishAfterGloo(std::exception_ptr glooError) noexcept;
 
   const std::string opName_;
   const std::optional<c10::Device> device_;

@@ -26,6 +26,12 @@ def test_a_dead_rank_makes_the_survivor_raise_within_the_timeout(tmp_path):
     assert "exit codes [0, 3]" in dead, dead  # rank 1 died as planned; rank 0 ended normally
 
 
+def test_a_rank_that_stops_makes_the_other_time_out_after_the_group_timeout(tmp_path):
+    waiting, stopped = run("check_a_rank_that_stops_makes_the_other_time_out", tmp_path)
+    assert waiting == "ok", waiting
+    assert stopped == "ok", stopped
+
+
 def test_mismatched_shapes_raise_on_every_rank(tmp_path):
     for rank, outcome in enumerate(run("check_mismatched_sizes_raise", tmp_path, DETAIL)):
         assert outcome == "ok", f"rank {rank}:\n{outcome}"

@@ -34,6 +34,19 @@ def check_a_dead_rank_makes_the_survivor_raise(rank, ws):
     assert torch.equal((t + 1).cpu(), torch.full((1000,), 2.0))
 
 
+def check_a_rank_that_stops_makes_the_other_time_out(rank, ws):
+    dist.barrier()
+    if rank == 1:
+        time.sleep(GROUP_TIMEOUT + 8)  # alive, but never joins the collective
+        return
+    t = torch.ones(1000, device=dev(rank))
+    start = time.monotonic()
+    with pytest.raises(dist.DistBackendError, match=r"occl all_reduce on openreg:0 failed: .*[Tt]imed out"):
+        dist.all_reduce(t)
+    elapsed = time.monotonic() - start
+    assert GROUP_TIMEOUT - 1 < elapsed < GROUP_TIMEOUT + 5, f"raised after {elapsed:.1f} s"
+
+
 def check_mismatched_sizes_raise(rank, ws):
     t = torch.ones(4 + rank, device=dev(rank))
     start = time.monotonic()
