@@ -285,6 +285,15 @@ def test_backend_meta_refuses_names_that_are_not_openreg_s():
     assert torch._utils.get_tensor_metadata(d) == {}  # nothing was applied
 
 
+def test_backend_meta_accepts_the_in_tree_reference_s_flags():
+    # Code written for PyTorch's in-tree openreg sets these two; they round-trip like ours.
+    d = torch.ones(3, device="openreg")
+    torch._utils.set_tensor_metadata(d, {"version_number": True, "format_number": False})
+    assert torch._utils.get_tensor_metadata(d) == {"format_number": False, "version_number": True}
+    loaded = round_trip(d, weights_only=True)
+    assert torch._utils.get_tensor_metadata(loaded) == {"format_number": False, "version_number": True}
+
+
 # Fewer devices at load time than at save time.
 
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
 
+#include <algorithm>
 #include <string_view>
 
 namespace openreg {
@@ -30,10 +31,14 @@ void loadBackendMeta(const at::Tensor& tensor, std::unordered_map<std::string, b
   c10::intrusive_ptr<BackendMeta> meta = c10::make_intrusive<BackendMeta>();
   if (existing != nullptr) meta->flags = existing->flags;
   for (const auto& [name, value] : metadata) {
-    TORCH_CHECK(std::string_view(name).starts_with(kBackendMetaPrefix),
+    TORCH_CHECK(std::string_view(name).starts_with(kBackendMetaPrefix) ||
+                    std::ranges::find(kReferenceBackendMetaNames, name) !=
+                        std::end(kReferenceBackendMetaNames),
                 "openreg: tensor metadata '", name, "' for a tensor on ", tensor.device(),
                 " is not openreg backend metadata: openreg's names start with '",
-                kBackendMetaPrefix, "' (PyTorch's own are 'conj' and 'neg')");
+                kBackendMetaPrefix,
+                "' or are 'version_number' or 'format_number' (PyTorch's own are 'conj' and "
+                "'neg')");
     meta->flags[name] = value;
   }
   impl->set_backend_meta(std::move(meta));
