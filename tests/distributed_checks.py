@@ -6,6 +6,8 @@ occl, and the two results must be bitwise equal. Each check is `check_*(rank, wo
 raises AssertionError naming what differs.
 """
 
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -236,6 +238,27 @@ def check_stream_ordering(rank, ws):
         p.mul_(3)
     side.synchronize()
     same(p, torch.full((1000,), float(sum(r + 1 for r in range(ws)) * 3)), rank, "on a side stream")
+
+
+def check_wait_orders_the_stream_not_the_host(rank, ws):
+    # Rank 1 joins late, so rank 0's collective is still running when its wait() returns: the
+    # current stream waits for it (Note [Collective ordering]), the host does not.
+    o = data(rank, 64).to(dev(rank))
+    expected = sum(data(r, 64) for r in range(ws))
+    dist.barrier()
+    if rank == 1:
+        time.sleep(0.5)
+    work = dist.all_reduce(o, async_op=True)
+    assert work.wait() is True, "Work.wait() returns True"
+    if rank == 0:
+        assert not work.is_completed(), "wait() returned before the collective completed"
+        assert not torch.openreg.current_stream().query(), "the stream waits for the collective"
+    o.mul_(2)
+    same(o, expected * 2, rank, "work queued after wait() runs after the collective")
+    assert work.is_completed() and work.is_success(), "completed once the stream passed the wait"
+    work.synchronize()  # stream-ordered too; returns at once
+    o.add_(1)
+    same(o, expected * 2 + 1, rank, "after synchronize()")
 
 
 def check_new_group_and_split_group(rank, ws):

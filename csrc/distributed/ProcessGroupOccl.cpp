@@ -213,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::endCoalescing() {
       rank_, c10d::OpType::COALESCED, "coalesced operations", device, std::vector<at::Tensor>{},
       std::move(outputs), [] { return c10::intrusive_ptr<c10d::Work>(); },
       [works = std::move(coalesced_)] {
-        for (const auto& w : works) w->wait(::kNoTimeout);
+        for (const auto& w : works) w->blockUntilDone(::kNoTimeout);
       }));
 }
 

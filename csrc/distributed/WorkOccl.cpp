@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "core/Exception.h"
+#include "core/Functions.h"
 #include "core/Stream.h"
 
 namespace openreg::distributed {
@@ -50,12 +52,19 @@ WorkOccl::WorkOccl(int rank, c10d::OpType opType, std::string opName,
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(),
                                                        futureDevices(device))) {}
 
-WorkOccl::~WorkOccl() = default;
+WorkOccl::~WorkOccl() {
+  if (done_ != nullptr) (void)orEventDestroy(done_);
+}
 
 // An idle stream needs no gate: everything that produced the inputs has run. Recording one
 // there would still cost a trip through the device's worker before the launch could proceed.
 void WorkOccl::recordGate() {
   if (!device_.has_value()) return;
+  {
+    const DeviceScope scope(device_->index());
+    OPENREG_CHECK(orEventCreateWithFlags(&done_, orEventDisableTiming));
+  }
+  OPENREG_CHECK(orEventRecordHost(done_));
   const OpenRegStream stream = getCurrentOpenRegStream(device_->index());
   if (stream.query()) return;
   gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::PYTORCH_DEFAULT);
@@ -130,6 +139,13 @@ void WorkOccl::finishAfterGloo(std::exception_ptr glooError) noexcept {
 }
 
 void WorkOccl::complete(std::exception_ptr error) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tensors_.clear();
+  }
+  // The Work first, then its future, then the stream: whoever one of them releases sees the ones
+  // before it completed.
+  finish(error);
   try {
     if (error) {
       future_->setError(error);
@@ -142,16 +158,49 @@ void WorkOccl::complete(std::exception_ptr error) noexcept {
                              std::vector<c10::ivalue::Future::WeakStorage>{});
     }
   } catch (...) {
-    if (!error) error = std::current_exception();
+    try {
+      if (!future_->completed()) future_->setError(std::current_exception());
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing is left to report it to
+    }
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tensors_.clear();
+  if (done_ != nullptr) {
+    std::string message;
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const c10::Error& e) {
+        message = e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        message = e.what();
+      } catch (...) {
+        message = "occl " + opName_ + " failed";
+      }
+    }
+    // Never fails: the event is armed and only this call completes it.
+    (void)orEventCompleteHost(done_, error ? message.c_str() : nullptr);
   }
-  finish(error);
+}
+
+// [marker: occl-wait]
+void WorkOccl::orderCurrentStream() {
+  const OpenRegStream stream = getCurrentOpenRegStream(device_->index());
+  OPENREG_CHECK(orStreamWaitEvent(stream.stream(), done_, 0));
 }
 
 bool WorkOccl::wait(std::chrono::milliseconds timeout) {
+  if (done_ != nullptr) {
+    {
+      // Already failed: raise here rather than leave the error to the stream's next sync.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (completed_ && exception_) std::rethrow_exception(exception_);
+    }
+    orderCurrentStream();
+    if (timeout == ::kNoTimeout) return true;  // the stream waits; the host does not
+  }
+  return blockUntilDone(timeout);
+}
+
+bool WorkOccl::blockUntilDone(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == ::kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
@@ -165,7 +214,11 @@ bool WorkOccl::wait(std::chrono::milliseconds timeout) {
 }
 
 void WorkOccl::synchronize() {
-  wait(::kNoTimeout);
+  if (done_ != nullptr) {
+    orderCurrentStream();
+    return;
+  }
+  blockUntilDone(::kNoTimeout);
 }
 
 std::vector<at::Tensor> WorkOccl::result() {

@@ -11,14 +11,20 @@
 //    after the work that produced its inputs: at once by the issuing thread if it already is and
 //    nothing is queued, else by the communication thread, which waits for it (Note [occl launch
 //    and completion] in ProcessGroupOccl.h). The launch itself never waits.
-//  - End: wait() blocks the calling host thread until Gloo is done (and raises its error), so
-//    whatever the caller launches afterwards on any stream runs after the collective, as work
-//    after NCCL's wait() does. We block the host rather than a stream: a stream can only wait for
-//    host-side work by parking a task on the device's worker, and the gate of an earlier
-//    collective may sit on another stream behind that very worker (a deadlock). The future
-//    (getFuture) completes with the output tensors once Gloo is done; its wait() blocks the host
-//    the same way. It records no event: Gloo wrote the outputs from the host, so there is no
-//    device work for a stream to wait for.
+//  - End: the launch also arms a host-completed event (Note [Host-completed records] in
+//    runtime/src/Event.h) that complete() completes, with the collective's error if it failed.
+//    wait() and synchronize() make the caller's current stream wait for it and return at once,
+//    as NCCL's do: work launched afterwards on that stream runs after the collective, and a
+//    failed collective's error becomes that stream's pending failure (reported, naming the
+//    collective, by its next synchronizing call: docs/errors.md). The waiting stream parks
+//    without holding a device worker, so a later collective's gate on another stream of the same
+//    device still runs, whatever the number of workers. wait() raises at once only if the
+//    collective has already failed; wait(timeout) also blocks the host up to `timeout` (NCCL
+//    blocks the host when given a timeout). The future (getFuture) completes with the output
+//    tensors once Gloo is done, and its wait() blocks the host until then: completion is the
+//    only moment it can be marked (it records no event either: Gloo wrote the outputs from the
+//    host, and the event above carries the order). CPU tensors have no stream: wait() blocks the
+//    host until Gloo is done, as Gloo's does.
 // Without a wait() the caller must not touch the outputs, as with NCCL and async_op=True.
 //
 // The Work keeps every tensor of the call alive until Gloo is done, and completes its future
@@ -30,6 +36,8 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Event.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <openreg/runtime.h>
 
 #include <functional>
 #include <optional>
@@ -70,6 +78,9 @@ class WorkOccl : public c10d::Work {
   void completeAfterGloo() noexcept;
 
   bool wait(std::chrono::milliseconds timeout) override;
+  // Blocks the calling host thread until done, raising the failure: the host-side wait, for
+  // internal use (endCoalescing's combined Work) and CPU tensors.
+  bool blockUntilDone(std::chrono::milliseconds timeout);
   void synchronize() override;
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -79,6 +90,8 @@ class WorkOccl : public c10d::Work {
 
  private:
   void complete(std::exception_ptr error) noexcept;
+  // Makes the current stream of the device wait for done_ (devices only).
+  void orderCurrentStream();
   // Runs After and completes, or fails with Gloo's error.
   void finishAfterGloo(std::exception_ptr glooError) noexcept;
 
@@ -90,6 +103,8 @@ class WorkOccl : public c10d::Work {
   After after_;
   c10::intrusive_ptr<c10d::Work> glooWork_;
   std::optional<c10::Event> gate_;
+  // Armed by recordGate, completed by complete(): what wait() makes the current stream wait for.
+  orEvent_t done_ = nullptr;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

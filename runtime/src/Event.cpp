@@ -13,7 +13,17 @@ void EventRecord::bind(std::shared_ptr<Stream> stream, std::uint64_t ticket) {
 }
 
 bool EventRecord::done() const {
+  if (hostDriven_) return hostDone_.load(std::memory_order_acquire);
   return stream_->completedCount() >= ticket_;
+}
+
+// [marker: event-complete-host]
+bool EventRecord::completeFromHost(FailureRef failure) {
+  if (hostClaimed_.exchange(true, std::memory_order_acq_rel)) return false;
+  stamp(std::move(failure));
+  hostDone_.store(true, std::memory_order_release);  // as the stream's counter moving
+  wakeWaiters();
+  return true;
 }
 
 void EventRecord::stamp(FailureRef failure) {
@@ -52,6 +62,22 @@ void EventRecord::wait(int spinMicros) {
 void Event::publish(std::shared_ptr<EventRecord> record) {
   std::lock_guard<std::mutex> lock(mutex_);
   latest_ = std::move(record);
+}
+
+bool Event::armHost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (host_ != nullptr && !host_->done()) return false;
+  host_ = std::make_shared<EventRecord>();
+  host_->bindHost();
+  latest_ = host_;
+  return true;
+}
+
+std::shared_ptr<EventRecord> Event::takeHost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<EventRecord> taken;
+  taken.swap(host_);
+  return taken;
 }
 
 std::shared_ptr<EventRecord> Event::latest() const {

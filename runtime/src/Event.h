@@ -10,6 +10,17 @@
 // operations submitted up to and including it). Defining it by the stream's counter, rather than
 // by a flag of its own, makes the two views agree at every instant: once an event recorded last on
 // a stream has completed, the stream is idle, and the other way round.
+//
+// Note [Host-completed records]
+// A stream sometimes has to wait for work the host does (a collective run by a communication
+// library on its own threads). Parking a task on a worker until the host is done would hold that
+// worker, and another stream of the device may be what the host work waits for: a deadlock with
+// one worker. Instead the host arms a record that no stream completes (orEventRecordHost) and
+// completes it itself (orEventCompleteHost), with or without a Failure. Everything else is the
+// ordinary record: a stream waiting on it parks exactly as on a stream's record (no worker held),
+// completion stamps the time, wakes host waiters and resumes parked streams, and a failure it
+// carries becomes the waiting stream's pending failure (Note [Task errors] in Stream.cpp). Such a
+// record is complete when its flag is set instead of when a stream's counter passes its ticket.
 #pragma once
 
 #include <openreg/runtime.h>
@@ -31,7 +42,14 @@ class EventRecord {
  public:
   // Host, under the stream's queue lock, before the record is queued: which stream and ticket.
   void bind(std::shared_ptr<Stream> stream, std::uint64_t ticket);
+  // Host, before the record is published: the record completes by completeFromHost(), not by a
+  // stream (Note [Host-completed records]).
+  void bindHost() { hostDriven_ = true; }
+  bool hostDriven() const { return hostDriven_; }
   bool done() const;
+  // Host: completes a host-driven record with `failure` (nullptr: success). False if it already
+  // was complete.
+  bool completeFromHost(FailureRef failure);
   // Worker clock (steady_clock) at completion, in nanoseconds. Valid once done().
   std::int64_t timeNs() const { return timeNs_; }
 
@@ -50,6 +68,9 @@ class EventRecord {
  private:
   std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record
   std::uint64_t ticket_ = 0;
+  bool hostDriven_ = false;               // set by bindHost(), before any other thread sees it
+  std::atomic<bool> hostDone_{false};     // host-driven records: set once stamped
+  std::atomic<bool> hostClaimed_{false};  // host-driven records: completeFromHost() ran
   std::int64_t timeNs_ = 0;
   FailureRef failure_;  // written by stamp(), before the record completes
   std::mutex mutex_;
@@ -66,12 +87,18 @@ class Event {
   // Makes `record` (already queued) the one later queries and waits refer to.
   void publish(std::shared_ptr<EventRecord> record);
   std::shared_ptr<EventRecord> latest() const;
+  // Arms a new host-driven record and publishes it. False (nothing changed) if the previous one is
+  // still pending.
+  bool armHost();
+  // Takes the pending host-driven record (nullptr if none).
+  std::shared_ptr<EventRecord> takeHost();
 
  private:
   const int device_;
   const bool timing_;
   mutable std::mutex mutex_;
   std::shared_ptr<EventRecord> latest_;  // guarded by mutex_
+  std::shared_ptr<EventRecord> host_;    // guarded by mutex_: armed, not yet completed
 };
 
 }  // namespace openreg

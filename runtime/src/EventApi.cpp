@@ -71,6 +71,37 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   return orSuccess;
 }
 
+// [marker: event-record-host]
+orError_t orEventRecordHost(orEvent_t handle) {
+  OR_ENTER();
+  Event* event = findEvent(handle);
+  if (event == nullptr) return invalidEvent("orEventRecordHost");
+  if (!event->armHost()) {
+    return fail(orErrorNotPermitted,
+                "openreg: orEventRecordHost: the event's previous host record is still pending; "
+                "complete it with orEventCompleteHost first");
+  }
+  return orSuccess;
+}
+
+orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
+  OR_ENTER();
+  Event* event = findEvent(handle);
+  if (event == nullptr) return invalidEvent("orEventCompleteHost");
+  std::shared_ptr<EventRecord> record = event->takeHost();
+  if (record == nullptr) {
+    return fail(orErrorNotPermitted,
+                "openreg: orEventCompleteHost: the event has no pending host record; arm one "
+                "with orEventRecordHost first");
+  }
+  FailureRef failure;
+  if (failureMessage != nullptr) {
+    failure = std::make_shared<const Failure>(Failure{std::string(failureMessage), 0});
+  }
+  record->completeFromHost(std::move(failure));
+  return orSuccess;
+}
+
 orError_t orEventQuery(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
@@ -128,8 +159,13 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
 
 orError_t orEventDestroy(orEvent_t handle) {
   OR_ENTER();
-  if (runtime().events.erase(reinterpret_cast<std::uint64_t>(handle)) == nullptr) {
-    return invalidEvent("orEventDestroy");
+  std::shared_ptr<Event> event = runtime().events.erase(reinterpret_cast<std::uint64_t>(handle));
+  if (event == nullptr) return invalidEvent("orEventDestroy");
+  // Nobody can complete a pending host record any more: fail it rather than leave its waiting
+  // streams parked for ever (Note [Host-completed records]).
+  if (std::shared_ptr<EventRecord> record = event->takeHost()) {
+    record->completeFromHost(std::make_shared<const Failure>(
+        Failure{"openreg: an event was destroyed before the host completed its host record", 0}));
   }
   return orSuccess;
 }

@@ -26,8 +26,10 @@ def check_a_dead_rank_makes_the_survivor_raise(rank, ws):
     time.sleep(1.0)
     t = torch.ones(1000, device=dev(rank))
     start = time.monotonic()
-    with pytest.raises(dist.DistBackendError, match=r"occl all_reduce on openreg:0 failed: .*"):
-        dist.all_reduce(t)
+    # wait() only makes the stream wait: the failure is the stream's, raised by its next sync.
+    dist.all_reduce(t)
+    with pytest.raises(RuntimeError, match=r"occl all_reduce on openreg:0 failed: .*"):
+        torch.openreg.synchronize()
     elapsed = time.monotonic() - start
     assert elapsed < GROUP_TIMEOUT + 5, f"raised after {elapsed:.1f} s"
     # the device itself stays usable
@@ -41,8 +43,9 @@ def check_a_rank_that_stops_makes_the_other_time_out(rank, ws):
         return
     t = torch.ones(1000, device=dev(rank))
     start = time.monotonic()
-    with pytest.raises(dist.DistBackendError, match=r"occl all_reduce on openreg:0 failed: .*[Tt]imed out"):
-        dist.all_reduce(t)
+    dist.all_reduce(t)  # returns at once: the stream waits (Note [Collective ordering])
+    with pytest.raises(RuntimeError, match=r"occl all_reduce on openreg:0 failed: .*[Tt]imed out"):
+        torch.openreg.synchronize()
     elapsed = time.monotonic() - start
     assert GROUP_TIMEOUT - 1 < elapsed < GROUP_TIMEOUT + 5, f"raised after {elapsed:.1f} s"
 

@@ -210,8 +210,24 @@ OPENREG_RUNTIME_API orError_t orEventSynchronize(orEvent_t event);
  * either has timing disabled, was never recorded, or they belong to different devices. */
 OPENREG_RUNTIME_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 
-/* Releases `event`. Pending records still complete; waits on them still resolve. */
+/* Releases `event`. Pending records still complete; waits on them still resolve. A pending host
+ * record (orEventRecordHost) is completed with a failure, so that no stream waits on it for ever.
+ */
 OPENREG_RUNTIME_API orError_t orEventDestroy(orEvent_t event);
+
+/* Arms `event` for completion by the host: its most recent record becomes a new pending record
+ * that no stream completes, only orEventCompleteHost. Waits, queries and synchronizations then
+ * treat it as an ordinary record: a stream that waits on it (orStreamWaitEvent) parks without
+ * holding a worker until the host completes it. orErrorNotPermitted if the event's previous host
+ * record is still pending. See Note [Host-completed records] in runtime/src/Event.h. */
+OPENREG_RUNTIME_API orError_t orEventRecordHost(orEvent_t event);
+
+/* Completes the pending host record of `event`, from any host thread (not from a task). With
+ * failureMessage NULL it completes successfully; otherwise the record carries a failure with that
+ * message: orEventQuery and orEventSynchronize return orErrorLaunchFailure with it, and a stream
+ * waiting on the record takes it as its own pending failure (reported by its next synchronizing
+ * call, as a failed task's). orErrorNotPermitted if no host record is pending. */
+OPENREG_RUNTIME_API orError_t orEventCompleteHost(orEvent_t event, const char* failureMessage);
 
 /* ---------------------------------------------------------------------------------------------
  * Memory
