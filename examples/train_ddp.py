@@ -14,6 +14,7 @@ per step of each. The exit status is 1 if they differ. See docs/distributed.md.
 """
 
 import argparse
+import gc
 import os
 import time
 
@@ -84,6 +85,10 @@ def main():
         print(f"losses bitwise equal to CPU DDP: {device_losses == cpu_losses}")
         print(f"parameters bitwise equal to CPU DDP on every rank: {bool(equal_t.item())}")
         print(f"time per step: openreg {device_step * 1e3:.2f} ms, cpu {cpu_step * 1e3:.2f} ms")
+    # DDP's modules live in reference cycles that keep the group, and Gloo's threads, alive past
+    # destroy_process_group unless collected first; a Gloo thread that drops a tensor while the
+    # interpreter finalizes aborts the process (docs/distributed.md, "Exit").
+    gc.collect()
     dist.destroy_process_group()
     raise SystemExit(0 if equal_t.item() else 1)
 

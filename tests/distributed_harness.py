@@ -8,6 +8,7 @@ that outlives `timeout` is killed and reported as such: a test never hangs.
 """
 
 import datetime
+import gc
 import json
 import os
 import socket
@@ -76,6 +77,7 @@ def _rank_main(rank, module_name, names, world_size, port, backend, result_dir, 
         if hard_exit:
             os._exit(0)  # after a fault the group cannot be destroyed cleanly
         if backend is not None and dist.is_initialized():
+            gc.collect()  # before the group goes: docs/distributed.md, "Exit"
             dist.destroy_process_group()
 
 
