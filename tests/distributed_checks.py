@@ -6,11 +6,15 @@ occl, and the two results must be bitwise equal. Each check is `check_*(rank, wo
 raises AssertionError naming what differs.
 """
 
+import json
+import os
+import tempfile
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
 
 OPS = {
     torch.float32: [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX],
@@ -259,6 +263,33 @@ def check_wait_orders_the_stream_not_the_host(rank, ws):
     work.synchronize()  # stream-ordered too; returns at once
     o.add_(1)
     same(o, expected * 2 + 1, rank, "after synchronize()")
+
+
+def check_collective_is_on_the_profilers_stream_row(rank, ws):
+    # Note [Host-timed activity]: the collective is an entry on the row of the stream it is ordered
+    # with, linked to the operator that launched it, and the work waiting for it comes after it.
+    o = data(rank, 256).to(dev(rank))
+    expected = sum(data(r, 256) for r in range(ws))
+    torch.openreg.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.all_reduce(o)
+        o.mul_(2)
+        torch.openreg.synchronize()
+    same(o, expected * 2, rank, "profiled all_reduce")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    [row] = [e for e in events if e.get("ph") == "X" and e.get("name") == "occl all_reduce"]
+    assert row["cat"] == "kernel" and row["pid"] == rank, f"row {row}"
+    launcher = min(
+        (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "c10d::allreduce_"), key=lambda e: e["ts"]
+    )
+    assert row["args"]["External id"] == launcher["args"]["External id"], "linked to c10d::allreduce_"
+    [mul] = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel" and e["name"] == "aten::mul_ kernel"]
+    assert mul["tid"] == row["tid"], "on the stream the collective is ordered with"
+    assert mul["ts"] >= row["ts"] + row["dur"] - 1, "the work after wait() starts after the collective"
 
 
 def check_new_group_and_split_group(rank, ws):

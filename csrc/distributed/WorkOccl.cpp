@@ -3,6 +3,8 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <mutex>
+#include <unordered_set>
 #include <utility>
 
 #include "core/Exception.h"
@@ -37,6 +39,15 @@ std::exception_ptr restated(const std::string& opName, const std::optional<c10::
                             "occl " + opName + " on " + where + " failed: " + what));
 }
 
+// The activity's name outlives the Work (the profiler reads it when the recording ends), so it is
+// interned: one immortal string per operation name.
+const char* activityName(const std::string& opName) {
+  static std::mutex* mutex = new std::mutex();
+  static auto* names = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  return names->insert("occl " + opName).first->c_str();
+}
+
 }  // namespace
 
 WorkOccl::WorkOccl(int rank, c10d::OpType opType, std::string opName,
@@ -66,6 +77,10 @@ void WorkOccl::recordGate() {
   }
   OPENREG_CHECK(orEventRecordHost(done_));
   const OpenRegStream stream = getCurrentOpenRegStream(device_->index());
+  if (taskActivityOn()) {
+    const DeviceScope scope(device_->index());  // a NULL handle means the current device's
+    activity_.begin(stream.stream(), activityName(opName_));
+  }
   if (stream.query()) return;
   gate_.emplace(c10::DeviceType::PrivateUse1, c10::EventFlag::PYTORCH_DEFAULT);
   gate_->record(stream);
@@ -83,6 +98,7 @@ bool WorkOccl::gateReached() const noexcept {
 std::exception_ptr WorkOccl::launch() noexcept {
   try {
     if (gate_.has_value()) gate_->synchronize();
+    activity_.start();
     glooWork_ = launch_();
     launch_ = nullptr;
     return nullptr;
@@ -143,6 +159,7 @@ void WorkOccl::complete(std::exception_ptr error) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     tensors_.clear();
   }
+  activity_.end(error != nullptr);
   // The Work first, then its future, then the stream: whoever one of them releases sees the ones
   // before it completed.
   finish(error);

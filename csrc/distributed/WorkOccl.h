@@ -25,6 +25,8 @@
 //    only moment it can be marked (it records no event either: Gloo wrote the outputs from the
 //    host, and the event above carries the order). CPU tensors have no stream: wait() blocks the
 //    host until Gloo is done, as Gloo's does.
+// While a profiler records, the collective is an entry "occl <op>" on that stream's row, from its
+// hand-over to Gloo to its completion, linked to the launching operator (HostActivity).
 // Without a wait() the caller must not touch the outputs, as with NCCL and async_op=True.
 //
 // The Work keeps every tensor of the call alive until Gloo is done, and completes its future
@@ -38,6 +40,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <openreg/runtime.h>
+#include <openreg/activity.hpp>
 
 #include <functional>
 #include <optional>
@@ -105,6 +108,9 @@ class WorkOccl : public c10d::Work {
   std::optional<c10::Event> gate_;
   // Armed by recordGate, completed by complete(): what wait() makes the current stream wait for.
   orEvent_t done_ = nullptr;
+  // The profiler's row entry on the same stream, from the hand-over to Gloo to completion (Note
+  // [Host-timed activity] in openreg/activity.hpp). Inactive when no recording is on.
+  HostActivity activity_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "Runtime.h"
+
 namespace openreg {
 
 namespace detail {
@@ -33,6 +35,8 @@ struct Recorder {
   std::vector<TaskActivity> done;  // guarded by mutex
   // Timed tasks launched and not yet run or dropped. See Note [Ending a recording].
   std::atomic<std::int64_t> inFlight{0};
+  // Counts recordings begun; guarded by mutex. Note [Host-timed activity].
+  std::uint64_t generation = 0;
 };
 
 Recorder& recorder() {
@@ -152,6 +156,7 @@ bool beginTaskActivity() {
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.done.clear();
+    ++r.generation;
   }
   detail::gActivityRecording.store(true, std::memory_order_seq_cst);
   return true;
@@ -184,6 +189,50 @@ void pushLaunchCorrelation(std::uint64_t id) noexcept {
 
 void popLaunchCorrelation() noexcept {
   if (!tCorrelations.empty()) tCorrelations.pop_back();
+}
+
+// [marker: host-activity-end]
+void HostActivity::begin(orStream_t handle, const char* name) noexcept {
+  if (!recordingActivity()) return;
+  // No runtime or no such stream: nothing to put the activity on.
+  if (ensureInitialized() != orSuccess) return;
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return;
+  Recorder& r = recorder();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (!detail::gActivityRecording.load(std::memory_order_seq_cst)) return;
+    generation_ = r.generation;
+  }
+  activity_.kind = TaskKind::Kernel;
+  activity_.name = name;
+  activity_.device = stream->device();
+  activity_.stream = stream->handle();
+  activity_.correlation = tCorrelations.empty() ? 0 : tCorrelations.back();
+  activity_.launchThread = launchingThread();
+  activity_.launchNs = nowNs();
+  activity_.startNs = activity_.launchNs;
+}
+
+void HostActivity::start() noexcept {
+  if (generation_ != 0) activity_.startNs = nowNs();
+}
+
+void HostActivity::end(bool failed) noexcept {
+  if (generation_ == 0) return;
+  activity_.endNs = nowNs();
+  activity_.failed = failed;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  // endTaskActivity clears the flag before it takes the list under this lock.
+  if (detail::gActivityRecording.load(std::memory_order_seq_cst) && r.generation == generation_) {
+    try {
+      r.done.push_back(activity_);
+    } catch (...) {
+      // Out of host memory: the activity is lost.
+    }
+  }
+  generation_ = 0;
 }
 
 ScopedTaskLabel::ScopedTaskLabel(TaskKind kind, const char* name) noexcept

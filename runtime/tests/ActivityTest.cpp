@@ -150,3 +150,46 @@ TEST(Activity, LaunchesFromSeveralThreadsAreAllRecorded) {
               250);
   }
 }
+
+TEST(Activity, HostActivityIsAnEntryOnItsStreamFromStartToEnd) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  openreg::HostActivity idle;
+  idle.begin(s, "off");  // no recording: nothing is taken
+  EXPECT_FALSE(idle.active());
+  const auto tasks = record([&] {
+    openreg::pushLaunchCorrelation(7);
+    openreg::HostActivity a;
+    a.begin(s, "host work");
+    openreg::popLaunchCorrelation();
+    EXPECT_TRUE(a.active());
+    std::thread worker([&] {  // another host thread does the work
+      a.start();
+      sleepMs(20);
+      a.end(/*failed=*/true);
+    });
+    worker.join();
+    EXPECT_FALSE(a.active());
+  });
+  ASSERT_EQ(tasks.size(), 1u);
+  const openreg::TaskActivity& t = tasks[0];
+  EXPECT_EQ(t.kind, openreg::TaskKind::Kernel);
+  EXPECT_STREQ(t.name, "host work");
+  EXPECT_EQ(t.stream, reinterpret_cast<std::uint64_t>(s));
+  EXPECT_EQ(t.correlation, 7u);
+  EXPECT_GE(t.endNs - t.startNs, 20'000'000);
+  EXPECT_LE(t.launchNs, t.startNs);
+  EXPECT_TRUE(t.failed);
+  OR_OK(orStreamDestroy(s));
+}
+
+TEST(Activity, HostActivityEndingAfterItsRecordingIsDroppedNotHandedOn) {
+  openreg::HostActivity late;
+  ASSERT_TRUE(openreg::beginTaskActivity());
+  late.begin(nullptr, "late");
+  late.start();
+  EXPECT_TRUE(openreg::endTaskActivity().empty());  // does not wait for it
+  const auto next = record([&] { late.end(false); });
+  EXPECT_TRUE(next.empty());
+  EXPECT_FALSE(late.active());
+}

@@ -68,4 +68,31 @@ class OPENREG_RUNTIME_API ScopedTaskLabel {
   const char* previousName_;
 };
 
+// Note [Host-timed activity]
+// Work a host thread does in a stream's order (a collective run by a communication library on its
+// own threads) is no stream task, yet belongs on the stream's row. A HostActivity records it: the
+// launching thread calls begin() with the stream it is ordered with (taking its correlation id
+// and thread as a launch does), a host thread stamps start() and end(), and end() adds the
+// TaskActivity (kind Kernel) to the recording that was on at begin(). With no recording on,
+// begin() reads the one flag and the rest does nothing. A recording that ends before end() does
+// not wait for it: the activity is dropped, never handed to a later recording.
+// [marker: host-activity]
+class OPENREG_RUNTIME_API HostActivity {
+ public:
+  HostActivity() = default;
+  HostActivity(const HostActivity&) = delete;
+  HostActivity& operator=(const HostActivity&) = delete;
+  // Launching thread. `name` must have static storage duration. `stream` as in the C API (NULL:
+  // the current device's default stream).
+  void begin(orStream_t stream, const char* name) noexcept;
+  bool active() const noexcept { return generation_ != 0; }
+  // Any host thread, once each, in this order, after begin().
+  void start() noexcept;
+  void end(bool failed) noexcept;
+
+ private:
+  TaskActivity activity_;
+  std::uint64_t generation_ = 0;  // the recording begin() joined; 0: none
+};
+
 }  // namespace openreg
