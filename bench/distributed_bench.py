@@ -4,8 +4,9 @@ All-reduce (SUM, float32) bus bandwidth for messages from 1 KiB to 256 MiB: in e
 ranks run `iters` all-reduces of an openreg tensor (through occl) and of a CPU tensor of the same
 size (through Gloo) in one "cpu:gloo,openreg:occl" group, alternating the two so a noisy
 neighbour hits both alike; each figure is the median of the repeats, taken on rank 0. Bus
-bandwidth = bytes * 2 * (n - 1) / n / time (NCCL's definition for all-reduce). Each call is
-synchronous: the host waits for the result, so the time is the completed collective's.
+bandwidth = bytes * 2 * (n - 1) / n / time (NCCL's definition for all-reduce). A Gloo call on CPU
+tensors returns when its result is there; an occl call returns once the current stream waits for
+it, so each openreg repeat ends with a device synchronization.
 
 Then one DDP training step (forward, backward with its gradient all-reduces, SGD) of an MLP, on
 openreg and on the CPU, and the same step without DDP on one device, so that the DDP ratio can be
@@ -41,6 +42,10 @@ def timed_all_reduce(t: torch.Tensor, iters: int) -> float:
     start = time.perf_counter()
     for _ in range(iters):
         dist.all_reduce(t)
+    if t.device.type == "openreg":
+        # Work.wait() orders the current stream after the collective and returns at once, as
+        # NCCL's does: the collectives are complete when the stream is.
+        torch.openreg.synchronize(t.device)
     return (time.perf_counter() - start) / iters
 
 
