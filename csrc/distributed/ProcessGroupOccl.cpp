@@ -92,6 +92,13 @@ WorkOccl::After divideAfter(std::vector<at::Tensor> aliases, int64_t n) {
   };
 }
 
+// The tensors of per-rank output lists, in order: what a gathering Work's future completes with.
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
 }  // namespace
 
 ProcessGroupOccl::ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo)
@@ -316,10 +323,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
   auto device = call.device();
-  std::vector<at::Tensor> flat;
-  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLGATHER, "all_gather", device, call.takeOriginals(), std::move(flat),
+      rank_, c10d::OpType::ALLGATHER, "all_gather", device, call.takeOriginals(), flatten(outputs),
       [gloo = gloo_, outAliases, inAliases, opts]() mutable {
         return gloo->allgather(outAliases, inAliases, opts);
       }));
@@ -345,11 +350,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather_coalesced(
   auto outAliases = call.alias(outputLists);
   auto inAliases = call.alias(inputs);
   auto device = call.device();
-  std::vector<at::Tensor> flat;
-  for (const auto& list : outputLists) flat.insert(flat.end(), list.begin(), list.end());
   return enqueue(c10::make_intrusive<WorkOccl>(
       rank_, c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", device,
-      call.takeOriginals(), std::move(flat), [gloo = gloo_, outAliases, inAliases, opts]() mutable {
+      call.takeOriginals(), flatten(outputLists),
+      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
         return gloo->allgather_coalesced(outAliases, inAliases, opts);
       }));
 }
@@ -375,10 +379,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
   auto device = call.device();
-  std::vector<at::Tensor> flat;
-  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::GATHER, "gather", device, call.takeOriginals(), std::move(flat),
+      rank_, c10d::OpType::GATHER, "gather", device, call.takeOriginals(), flatten(outputs),
       [gloo = gloo_, outAliases, inAliases, opts]() mutable {
         return gloo->gather(outAliases, inAliases, opts);
       }));
