@@ -7,6 +7,7 @@ the tests that call them; the CPU, compiled and eager, is the oracle.
 import functools
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -316,6 +317,33 @@ def test_a_failing_kernel_names_graph_and_kernel_and_the_device_keeps_working():
         out.cpu()
     torch.openreg.synchronize()  # the failure has been reported: the device goes on
     assert torch.equal(fn(x, good).cpu(), torch.tensor([2.0, 18.0]))
+
+
+def test_a_kernel_that_fails_to_build_names_graph_and_kernel_and_the_device_keeps_working(tmp_path):
+    # A compiler that refuses openreg's kernels (their source holds the trampoline) and builds
+    # everything else with g++, as a compiler bug or a bad flag would.
+    compiler = tmp_path / "c++"
+    compiler.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in *.cpp) if grep -q openreg_trampoline "$a"; then\n'
+        '  echo "$a: error: planted by the test" >&2; exit 1; fi;; esac; done\n'
+        'exec g++ "$@"\n'
+    )
+    compiler.chmod(0o755)
+    # A size no earlier run compiled: the kernel's source holds it, so Inductor's caches miss.
+    n = 1000 + (os.getpid() * 7919 + time.time_ns()) % 1_000_000
+    x = torch.rand(n, device="openreg")
+
+    def fn(t):
+        return (t * 3).sin()
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch({"cpp.cxx": (None, str(compiler)), "force_disable_caches": True}):
+        with pytest.raises(Exception, match=r"openreg: compiled kernel cpp_\w+ of graph \d+/\d+ failed to build"):
+            torch.compile(fn, dynamic=False)(x)
+    torch._dynamo.reset()
+    assert torch.equal((x + 1).cpu(), x.cpu() + 1)
+    assert torch.equal(torch.compile(fn, dynamic=False)(x).cpu(), compiled("cpu", fn, dynamic=False)(x.cpu()))
 
 
 def test_inductor_still_names_triton_for_openreg():

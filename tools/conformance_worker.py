@@ -162,11 +162,19 @@ _COMPILED: dict = {}
 
 
 def _compiled(op, device: str):
+    """The op through torch.compile. Dynamo compiles Python frames: torch.compile of a builtin
+    such as torch.sin (many OpInfos' `op`) would run it eagerly, unseen. So the op is called from
+    a Python function of its own, whose frame Dynamo traces into a graph."""
     import torch
 
     key = (op.full_name, device)
     if key not in _COMPILED:
-        _COMPILED[key] = torch.compile(op.op)
+        target = op.op
+
+        def call_op(*args, **kwargs):
+            return target(*args, **kwargs)
+
+        _COMPILED[key] = torch.compile(call_op)
     return _COMPILED[key]
 
 
@@ -351,6 +359,9 @@ def worker_main(threads: int, compiled: bool = False, max_samples: int = 0) -> N
     for line in sys.stdin:
         request = json.loads(line)
         op = ops[request["op"]]
+        if compiled:  # the functions of one op share a code object: a fresh Dynamo cache per op
+            torch._dynamo.reset()
+            _COMPILED.clear()
         for dtype_name, direction in request["units"]:
             emit(event="unit", dtype=dtype_name, direction=direction)
             run_unit(op, getattr(torch, dtype_name), direction, emit, compiled, max_samples)

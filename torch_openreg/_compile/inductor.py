@@ -74,7 +74,9 @@ class _OpenRegWrapperMixin:
         source += _kernel.trampoline(entry, params)
         self.add_import_once(_LAUNCHER_IMPORT)  # type: ignore[attr-defined]
         binding = f"{_BINDING}{argtypes!r}, r'''{source}''')"
-        return f"openreg_launcher({binding}, {kinds!r}, {kernel_name!r}, {_graph_name()!r})"
+        # The binding is built inside the launcher (a lambda), so that a kernel that fails to
+        # build is reported with its name and graph.
+        return f"openreg_launcher(lambda: {binding}, {kinds!r}, {kernel_name!r}, {_graph_name()!r})"
 
     def _generate_kernel_call_helper(
         self, kernel_name: str, call_args: Any, *, device: Any = None, triton: bool = True, **kwargs: Any

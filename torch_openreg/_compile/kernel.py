@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from torch._inductor.codecache import CodeCacheFuture, LambdaFuture
 
@@ -80,16 +81,32 @@ def trampoline(entry: str, params: list[tuple[str, str]]) -> str:
     )
 
 
-def launcher(binding: Any, kinds: list[int], name: str, graph: str) -> Any:
+def launcher(compile_kernel: Callable[[], Any], kinds: list[int], name: str, graph: str) -> Any:
     """The callable the graph calls for kernel `name`: a `_C._CompiledKernel` bound to the
-    trampoline in the library that holds `binding` (the kernel's Python binding, or the future
-    Inductor's parallel compile returns for it: then a future of the launcher, which the graph's
-    `async_compile.wait` resolves)."""
+    trampoline in the library that `compile_kernel()` builds (it returns the kernel's Python
+    binding, or the future Inductor's parallel compile returns for it: then a future of the
+    launcher, which the graph's `async_compile.wait` resolves). A kernel that fails to build
+    raises naming itself and its graph, with the compiler's error chained."""
+
+    def failed(error: Exception) -> NoReturn:
+        raise RuntimeError(f"openreg: compiled kernel {name} of graph {graph} failed to build: {error}") from error
 
     def make(loaded: Any) -> Any:
         # The binding is a function of the extension module Inductor loaded from the library.
         return _C._CompiledKernel(loaded.__self__.__file__, TRAMPOLINE, kinds, name, graph)
 
+    try:
+        binding = compile_kernel()
+    except Exception as error:  # noqa: BLE001  any build failure is reported with the kernel's name
+        failed(error)
     if isinstance(binding, CodeCacheFuture):
-        return LambdaFuture(lambda: make(binding.result()))
+
+        def resolve() -> Any:
+            try:
+                loaded = binding.result()
+            except Exception as error:  # noqa: BLE001
+                failed(error)
+            return make(loaded)
+
+        return LambdaFuture(resolve)
     return make(binding)
