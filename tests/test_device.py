@@ -212,7 +212,7 @@ def test_fork_after_initialization_raises_a_clear_error():
             try:
                 torch.openreg.synchronize()
             except RuntimeError as e:
-                ok = "Cannot re-initialize openreg in forked subprocess" in str(e) and "spawn" in str(e)
+                ok = "Cannot re-initialize OpenReg in forked subprocess" in str(e) and "spawn" in str(e)
                 os._exit(0 if ok else 2)
             os._exit(1)
         _, status = os.waitpid(pid, 0)

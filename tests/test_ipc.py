@@ -164,7 +164,7 @@ class OpenRegRows(torch.utils.data.Dataset):
 def test_dataloader_workers_forked_after_initialization_refuse_openreg_as_cuda_does():
     torch.ones(1, device="openreg")
     loader = iter(torch.utils.data.DataLoader(OpenRegRows(), batch_size=2, num_workers=1))
-    with pytest.raises(RuntimeError, match="Cannot re-initialize openreg in forked subprocess"):
+    with pytest.raises(RuntimeError, match="Cannot re-initialize OpenReg in forked subprocess"):
         next(loader)
     del loader  # shuts the worker down here (the DataLoader waits up to 5 s for it)
     gc.collect()
@@ -198,7 +198,7 @@ def test_a_child_forked_after_initialization_raises_at_get_as_cuda_children_do()
     child = mp.get_context("fork").Process(target=_forked_receiver, args=(inbox, outbox, x))
     child.start()
     inbox.put(x)
-    assert "Cannot re-initialize openreg in forked subprocess" in outbox.get(timeout=TIMEOUT)
+    assert "Cannot re-initialize OpenReg in forked subprocess" in outbox.get(timeout=TIMEOUT)
     assert re.search("cannot share .* forked subprocess", outbox.get(timeout=TIMEOUT))
     child.join(timeout=TIMEOUT)
     assert child.exitcode == 0

@@ -26,7 +26,8 @@ void check_device_index(c10::DeviceIndex device) {
   TORCH_CHECK(false, "openreg: invalid device index ", static_cast<int>(device), ": there are ",
               static_cast<int>(device_count()), " openreg devices (indices 0 to ",
               static_cast<int>(device_count()) - 1,
-              "); set OPENREG_DEVICE_COUNT before the first use to have more");
+              "). The device index is out of range: set OPENREG_DEVICE_COUNT before the first use "
+              "to have more");
 }
 
 c10::DeviceIndex current_device() {

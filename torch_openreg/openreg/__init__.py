@@ -45,8 +45,9 @@ def _lazy_init() -> None:
         if is_initialized():
             return
         if _C._is_in_bad_fork():
+            # torch.cuda's words with CUDA's name replaced, as the in-tree reference has them.
             raise RuntimeError(
-                "Cannot re-initialize openreg in forked subprocess. To use openreg with "
+                "openreg: Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with "
                 "multiprocessing, you must use the 'spawn' start method"
             )
         _C._init()
