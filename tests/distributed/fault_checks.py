@@ -29,9 +29,12 @@ def check_a_dead_rank_makes_the_survivor_raise(rank, ws):
     # Two outcomes, both documented (docs/distributed.md, Ordering with streams): Gloo may see the
     # closed connection before wait(), which then raises at once; otherwise wait() only makes the
     # stream wait, and the failure is the stream's, raised by its next synchronization.
-    with pytest.raises(RuntimeError, match=r"occl all_reduce on openreg:0 failed: .*"):
+    def reduce_and_synchronize():
         dist.all_reduce(t)
         torch.openreg.synchronize()
+
+    with pytest.raises(RuntimeError, match=r"occl all_reduce on openreg:0 failed: .*"):
+        reduce_and_synchronize()
     elapsed = time.monotonic() - start
     assert elapsed < GROUP_TIMEOUT + 5, f"raised after {elapsed:.1f} s"
     # the device itself stays usable
