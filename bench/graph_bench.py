@@ -7,7 +7,10 @@ ends with a device synchronization):
   - with --gpt2 (needs `transformers`, `make bench` installs it): a Hugging Face GPT-2 forward
     built from a config (2 layers of 128, seq 64, batch 4), no grad.
 Columns: CPU eager, openreg eager and openreg replay (ms per iteration), replay/CPU, and the host
-time per replay (the time `replay()` itself takes on the calling thread). Each workload also
+time per replay (the time `replay()` itself takes on the calling thread). "CPU alone" is CPU eager
+again, in a child process that never loads torch_openreg: with two intra-op threads, GNU OpenMP
+makes the CPU's own small kernels slower in a process where a device worker also runs OpenMP
+(docs/graphs.md, "Threads: why the defaults miss"), and this column shows by how much. Each workload also
 checks that the replayed results are bitwise equal to the same iterations run eagerly on openreg
 and on the CPU, and prints the result.
 
@@ -20,6 +23,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -27,15 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import torch_openreg  # noqa: F401
 from models import TransformerLM
-
-openreg = torch.openreg
 
 
 def finish(device: str) -> None:
     if device == "openreg":
-        openreg.synchronize()
+        torch.openreg.synchronize()
 
 
 def median(fn: Callable[[], None], device: str, steps: int, repeats: int) -> tuple[float, float]:
@@ -75,8 +77,9 @@ def mlp_setup(device: str):
     return model, step
 
 
-def capture(step: Callable[[], None], warmup: int = 3) -> openreg.Graph:
+def capture(step: Callable[[], None], warmup: int = 3) -> torch.openreg.Graph:
     """Warms `step` up on a side stream, then captures one call of it."""
+    openreg = torch.openreg
     side = openreg.Stream()
     side.wait_stream(openreg.current_stream())
     with openreg.stream(side):
@@ -120,6 +123,7 @@ def mlp_rows(steps: int, repeats: int) -> dict:
 
 
 def forward_rows(build: Callable[[str], tuple[nn.Module, torch.Tensor]], steps: int, repeats: int) -> dict:
+    openreg = torch.openreg
     cpu_model, cpu_x = build("cpu")
     model, x = build("openreg")
     with torch.no_grad():
@@ -162,6 +166,30 @@ def gpt2(device: str) -> tuple[nn.Module, torch.Tensor]:
     return model, tokens.to(device)
 
 
+# --- CPU eager in a process of its own ---------------------------------------------------------
+
+
+def cpu_alone_times(steps: int, repeats: int, with_gpt2: bool) -> list[float]:
+    """Seconds per iteration of each workload on the CPU; run in a child without torch_openreg."""
+    times = [median(mlp_setup("cpu")[1], "cpu", steps, repeats)[0]]
+    for build in [transformer] + ([gpt2] if with_gpt2 else []):
+        model, x = build("cpu")
+        with torch.no_grad():
+            times.append(median(lambda model=model, x=x: model(x), "cpu", steps, repeats)[0])
+    return times
+
+
+def cpu_alone(steps: int, repeats: int, with_gpt2: bool) -> list[float]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        f"import sys, json; sys.path.insert(0, {here!r}); import graph_bench as g; "
+        f"print(json.dumps(g.cpu_alone_times({steps}, {repeats}, {with_gpt2})))"
+    )
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -169,6 +197,8 @@ def main() -> None:
     parser.add_argument("--gpt2", action="store_true", help="also a transformers GPT-2 forward")
     parser.add_argument("json", nargs="?", help="write the rows here as JSON")
     args = parser.parse_args()
+    import torch_openreg  # noqa: F401  (explicit: works with autoload disabled too)
+
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
         f"{os.getloadavg()[0]:.2f}; medians of {args.repeats} x {args.steps} iterations"
@@ -177,14 +207,17 @@ def main() -> None:
     rows["transformer LM forward (2x128, seq 64, batch 16)"] = forward_rows(transformer, args.steps, args.repeats)
     if args.gpt2:
         rows["GPT-2 forward from a config (2x128, seq 64, batch 4)"] = forward_rows(gpt2, args.steps, args.repeats)
+    for r, alone in zip(rows.values(), cpu_alone(args.steps, args.repeats, args.gpt2), strict=True):
+        r["cpu_alone"] = alone
     print(
         f"{'workload':54} {'CPU ms':>7} {'eager ms':>8} {'replay ms':>9} {'replay/CPU':>10} "
-        f"{'host us/replay':>14}  bitwise equal"
+        f"{'host us/replay':>14} {'CPU alone ms':>12} {'replay/CPU alone':>16}  bitwise equal"
     )
     for name, r in rows.items():
         print(
             f"{name:54} {r['cpu'][0] * 1e3:7.3f} {r['eager'][0] * 1e3:8.3f} {r['replay'][0] * 1e3:9.3f} "
-            f"{r['replay'][0] / r['cpu'][0]:10.2f} {r['replay'][1] * 1e6:14.1f}  {r['equal']}"
+            f"{r['replay'][0] / r['cpu'][0]:10.2f} {r['replay'][1] * 1e6:14.1f} {r['cpu_alone'] * 1e3:12.3f} "
+            f"{r['replay'][0] / r['cpu_alone']:16.2f}  {r['equal']}"
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.json:
