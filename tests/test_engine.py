@@ -669,6 +669,31 @@ def test_embedding_bag_takes_the_cpu_kernels_shapes(mode):
         assert same(forward_only(*to_device(args)), forward_only(*args))
 
 
+@pytest.mark.parametrize(
+    "fn, shape",
+    [
+        (torch.fft.rfftn, (4, 6, 9)),
+        (lambda t: torch.fft.rfft2(t), (2, 3, 8, 10)),
+        (lambda t: torch.linalg.eig(t), (6, 6)),
+        (lambda t: torch.linalg.eig(t), (3, 7, 7)),
+    ],
+)
+def test_results_have_the_cpu_kernels_strides_where_the_meta_kernels_differ(fn, shape):
+    # Note [engine-meta-disagrees]: eig's eigenvectors are column-major on the CPU and row-major
+    # on Meta; rfftn's result is contiguous on the CPU and permuted on Meta. Sizes agree.
+    x = torch.randn(shape, generator=g)
+    expected = fn(x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    # The first call per signature learns the CPU's strides (shapes no other test uses).
+    for path in ("sync", "async"):
+        with torch.openreg.count_paths() as paths:
+            got = fn(x.to("openreg"))
+        got = got if isinstance(got, tuple) else (got,)
+        assert paths[path] == 1
+        assert [t.stride() for t in got] == [t.stride() for t in expected]
+        assert same(got, expected)
+
+
 def test_python_indexing_with_slices_and_an_index_list():
     # Python passes the sliced dimensions as undefined tensors, beside CPU index tensors.
     x = IMG.clone()

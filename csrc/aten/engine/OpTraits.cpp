@@ -54,13 +54,18 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 // both follow from the arguments' metadata alone: the CPU's embedding_bag leaves offset2bag empty
 // in sum mode and sizes bag_size and max_indices by bag in modes where the Meta kernel announces
 // empty ones (and the backward reads them); oneDNN's LSTM layer returns a workspace whose size
-// only oneDNN knows, where the Meta kernel announces an empty one. The first call per signature
-// runs on the synchronizing path and its CPU results give the shapes for the later ones (Note
-// [Shapes from the CPU kernel] in SyncPath.cpp).
+// only oneDNN knows, where the Meta kernel announces an empty one. Others agree on sizes and not
+// on strides, which code that views the results or compiles them relies on (Inductor asserts the
+// strides of extern kernels' results; the compile sweep found these): linalg_eig's eigenvectors
+// are column-major on the CPU (LAPACK's layout) and row-major on Meta, and _fft_r2c over several
+// dimensions is contiguous on the CPU and permuted on Meta. The first call per signature
+// runs on the synchronizing path and its CPU results give the shapes and strides for the later
+// ones (Note [Shapes from the CPU kernel] in SyncPath.cpp).
 bool metaShapesDisagree(const c10::OperatorName& name) {
   return name.overload_name.empty() &&
          (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only" ||
-          name.name == "aten::mkldnn_rnn_layer");
+          name.name == "aten::mkldnn_rnn_layer" || name.name == "aten::linalg_eig" ||
+          name.name == "aten::_fft_r2c");
 }
 
 // [marker: engine-foreign-operators]
