@@ -8,11 +8,11 @@ ends with a device synchronization):
     built from a config (2 layers of 128, seq 64, batch 4), no grad.
 Columns: CPU eager, openreg eager and openreg replay (ms per iteration), replay/CPU, and the host
 time per replay (the time `replay()` itself takes on the calling thread). "CPU alone" is CPU eager
-again, in a child process that never loads torch_openreg: with two intra-op threads, GNU OpenMP
-makes the CPU's own small kernels slower in a process where a device worker also runs OpenMP
-(docs/graphs.md, "Threads: why the defaults miss"), and this column shows by how much. Each workload also
-checks that the replayed results are bitwise equal to the same iterations run eagerly on openreg
-and on the CPU, and prints the result.
+again, in a child process that never loads torch_openreg: GNU OpenMP slows the CPU's own small
+kernels in a process where idle OpenMP pools outnumber the cores (docs/graphs.md, "Threads:
+OpenMP helpers on shared cores"), and this column shows whether openreg's presence did. Each
+workload also checks that the replayed results are bitwise equal to the same iterations run
+eagerly on openreg and on the CPU, and prints the result.
 
     python bench/graph_bench.py [--repeats 7] [--steps 20] [--gpt2] [json-path]
 """

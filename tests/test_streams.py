@@ -2,10 +2,13 @@
 
 `torch.openreg._sleep(ms)` keeps the current stream busy, so the tests can see work pending."""
 
+import json
 import time
 
 import pytest
 import torch
+
+from conftest import run_python
 
 openreg = torch.openreg
 
@@ -178,3 +181,73 @@ def test_setting_a_stream_of_another_device_type_says_what_to_pass():
     assert openreg.current_stream() == s
     x = torch.arange(6.0)
     assert torch.equal((x.to("openreg") * 2).cpu(), x * 2)
+
+
+# Note [OpenMP threads on shared cores] (runtime/src/OpenMpThreads.h): a device worker idle for
+# OPENREG_OPENMP_RELEASE_US, or a host thread blocked on the device that long, ends its OpenMP
+# helper threads, so that the threads of the side that computes keep spinning between parallel
+# regions. Counted by thread name: a helper takes the name of the thread that started it.
+OPENMP_THREADS_PROGRAM = """
+import json, os, time
+import torch, torch_openreg
+
+def named(name):
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            count += f.read().strip() == name
+    return count
+
+def poll(name, expected, seconds=2.0):
+    deadline = time.monotonic() + seconds
+    while named(name) != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return named(name)
+
+host = open("/proc/self/comm").read().strip()
+seen = {}
+a = torch.zeros(2048, 2048, device="openreg")
+for _ in range(60):
+    a.add_(1)  # parallel kernels: the worker's pool has a helper while they run
+seen["worker busy"] = poll("openreg0w0", 2)
+torch.openreg.synchronize()
+seen["worker idle"] = poll("openreg0w0", 1, seconds=0.2)
+threads = named(host)
+x = torch.randn(512, 512)
+expected = x.mm(x)  # a parallel CPU kernel on the host thread: its pool gets a helper
+seen["host helpers"] = named(host) - threads
+torch.openreg._sleep(20)
+torch.openreg.synchronize()  # blocks for 20 ms
+seen["host helpers after a blocked wait"] = named(host) - threads
+y = x.to("openreg")
+seen["bitwise"] = torch.equal(y.mm(y).cpu(), expected) and bool((a.cpu() == 60).all())
+print(json.dumps(seen))
+"""
+
+
+def run_openmp_threads_program(release_us: str) -> dict:
+    result = run_python(OPENMP_THREADS_PROGRAM, env={"OPENREG_OPENMP_RELEASE_US": release_us})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_idle_workers_and_blocked_hosts_end_their_openmp_helpers():
+    seen = run_openmp_threads_program("1000")
+    assert seen == {
+        "worker busy": 2,
+        "worker idle": 1,
+        "host helpers": 1,
+        "host helpers after a blocked wait": 0,
+        "bitwise": True,
+    }
+
+
+def test_openmp_release_minus_one_keeps_every_helper():
+    seen = run_openmp_threads_program("-1")
+    assert seen == {
+        "worker busy": 2,
+        "worker idle": 2,
+        "host helpers": 1,
+        "host helpers after a blocked wait": 1,
+        "bitwise": True,
+    }

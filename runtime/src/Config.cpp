@@ -131,6 +131,7 @@ std::string readConfigFromEnvironment(Config& out) {
       readBytes("OPENREG_DEVICE_MEMORY", out.deviceMemory, &error) &&
       readInt("OPENREG_STREAM_WORKERS", 1, 64, out.streamWorkers, &error) &&
       readInt("OPENREG_WORKER_SPIN_US", 0, 1000000, out.workerSpinMicros, &error) &&
+      readInt("OPENREG_OPENMP_RELEASE_US", -1, 1000000000, out.openmpReleaseMicros, &error) &&
       readBool("OPENREG_LAUNCH_BLOCKING", out.launchBlocking, &error) &&
       readBool("OPENREG_FAULT_HANDLER", out.faultHandler, &error) &&
       readInt("OPENREG_QUEUE_DEPTH", 1, 1 << 24, out.queueDepth, &error)) {

@@ -53,10 +53,10 @@ bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
   return true;
 }
 
-void EventRecord::wait(int spinMicros) {
-  if (spinUntil(spinMicros, Backoff::Yield, [this] { return done(); })) return;
+void EventRecord::wait(const WaitPolicy& policy) {
+  if (spinUntil(policy.spinMicros, Backoff::Yield, [this] { return done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return done(); });
+  sleepUntil(lock, cv_, policy, [this] { return done(); });
 }
 
 void Event::publish(std::shared_ptr<EventRecord> record) {

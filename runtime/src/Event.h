@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "Failure.h"
+#include "Spin.h"
 
 namespace openreg {
 
@@ -63,7 +64,7 @@ class EventRecord {
   // Worker: parks `stream` on this record. Returns false (and keeps nothing) if already done.
   bool parkIfPending(const std::shared_ptr<Stream>& stream);
   // Host: blocks until done.
-  void wait(int spinMicros);
+  void wait(const WaitPolicy& policy);
 
  private:
   std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record

@@ -125,7 +125,7 @@ orError_t orEventSynchronize(orEvent_t handle) {
     return e;
   if (orError_t e = checkCaptureSafe("orEventSynchronize"); e != orSuccess) return e;
   if (std::shared_ptr<EventRecord> record = event->latest()) {
-    record->wait(runtime().config.workerSpinMicros);
+    record->wait(waitPolicy());
     if (record->failure()) return report(*record->failure());
   }
   return orSuccess;

@@ -16,8 +16,7 @@ bool onDeviceWorker() {
   return tOnDeviceWorker;
 }
 
-Executor::Executor(int device, int workers, int spinMicros)
-    : device_(device), spinMicros_(spinMicros) {
+Executor::Executor(int device, int workers, WaitPolicy wait) : device_(device), wait_(wait) {
   try {
     for (int i = 0; i < workers; ++i) {
       threads_.emplace_back([this, i] {
@@ -79,12 +78,14 @@ void Executor::workerLoop() {
     if (stream == nullptr) {
       // Spin before sleeping (Note [Spin then sleep] in Spin.h): a stream of launches from the
       // host then costs no wake-up syscalls.
-      spinUntil(spinMicros_, Backoff::Pause,
+      spinUntil(wait_.spinMicros, Backoff::Pause,
                 [this] { return readyCount_.load(std::memory_order_relaxed) != 0; });
       std::unique_lock<std::mutex> lock(mutex_);
       if (ready_[0].empty() && ready_[1].empty() && !stopping_) {
         ++sleepers_;
-        cv_.wait(lock, [this] { return !ready_[0].empty() || !ready_[1].empty() || stopping_; });
+        // Long idle: the worker's OpenMP threads go (Note [OpenMP threads on shared cores]).
+        sleepUntil(lock, cv_, wait_,
+                   [this] { return !ready_[0].empty() || !ready_[1].empty() || stopping_; });
         --sleepers_;
       }
       if (stopping_) return;

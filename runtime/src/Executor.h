@@ -2,8 +2,9 @@
 //
 // Ready streams wait in two FIFO queues, one per priority; a worker serves the high-priority
 // queue first. An idle worker spins for OPENREG_WORKER_SPIN_US before it sleeps, so a host that
-// launches in a steady trickle does not pay a futex wake per launch. See Note [Stream execution]
-// in Stream.h for how streams stay in order.
+// launches in a steady trickle does not pay a futex wake per launch, and gives its OpenMP threads
+// back once it has slept for OPENREG_OPENMP_RELEASE_US (Note [OpenMP threads on shared cores]). See
+// Note [Stream execution] in Stream.h for how streams stay in order.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "Spin.h"
 
 namespace openreg {
 
@@ -35,7 +38,7 @@ class Executor {
  public:
   // Starts the workers; throws std::system_error, having stopped those it started, when the
   // system refuses a thread.
-  Executor(int device, int workers, int spinMicros);
+  Executor(int device, int workers, WaitPolicy wait);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
   // Stops and joins the workers, which must be idle. Devices live as long as the process (Note
@@ -53,7 +56,7 @@ class Executor {
   void stopWorkers();
 
   const int device_;
-  const int spinMicros_;
+  const WaitPolicy wait_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0] high priority, [1] normal

@@ -51,8 +51,7 @@ std::string createDevices(Runtime& rt) {
   }
   try {
     for (auto& d : devices) {
-      d->executor =
-          std::make_unique<Executor>(d->index, rt.config.streamWorkers, rt.config.workerSpinMicros);
+      d->executor = std::make_unique<Executor>(d->index, rt.config.streamWorkers, waitPolicy());
     }
   } catch (const std::exception& e) {
     return std::string("openreg: cannot start the device workers: ") + e.what() +

@@ -97,9 +97,14 @@ inline Device& device(int index) {
   return *runtime().devices[index];
 }
 
+// How workers and host threads wait (valid after ensureConfigured()).
+inline WaitPolicy waitPolicy() {
+  return {runtime().config.workerSpinMicros, runtime().config.openmpReleaseMicros};
+}
+
 // What a new stream takes of the configuration (valid after ensureConfigured()).
 inline StreamLimits streamLimits() {
-  return {runtime().config.queueDepth, runtime().config.workerSpinMicros};
+  return {runtime().config.queueDepth, waitPolicy()};
 }
 
 // The calling thread's current device.

@@ -14,16 +14,28 @@
 //  - Backoff::Yield (host threads): sched_yield between checks. The host thread may share its
 //    core with the very worker it waits for, which must get the core to make progress.
 // spinUntil returns whether the predicate became true within the window; the caller decides what
-// "block" means for it (and re-checks the predicate under its own lock before sleeping).
+// "block" means for it (and re-checks the predicate under its own lock before sleeping), and
+// sleeps with sleepUntil, which gives the thread's OpenMP threads back once it has slept for
+// OPENREG_OPENMP_RELEASE_US (Note [OpenMP threads on shared cores] in OpenMpThreads.h).
 // [marker: spin-until]
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
+
+#include "OpenMpThreads.h"
 
 namespace openreg {
 
 enum class Backoff { Pause, Yield };
+
+// How a thread waits for another: what the runtime's configuration says of it.
+struct WaitPolicy {
+  int spinMicros = 50;       // OPENREG_WORKER_SPIN_US: Note [Spin then sleep]
+  int releaseMicros = 1000;  // OPENREG_OPENMP_RELEASE_US, -1 never (OpenMpThreads.h)
+};
 
 template <class Predicate>
 bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
@@ -42,6 +54,21 @@ bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
     if (ready()) return true;
   } while (std::chrono::steady_clock::now() < deadline);
   return false;
+}
+
+// Sleeps on `cv` (with `lock` held) until `ready()`; once asleep for policy.releaseMicros, gives
+// the thread's OpenMP threads back, with the lock released, and sleeps on. `ready` is called under
+// the lock, as a condition variable's predicate.
+template <class Predicate>
+void sleepUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                const WaitPolicy& policy, Predicate&& ready) {
+  if (policy.releaseMicros >= 0 &&
+      !cv.wait_for(lock, std::chrono::microseconds(policy.releaseMicros), ready)) {
+    lock.unlock();
+    releaseOpenMpThreads();
+    lock.lock();
+  }
+  cv.wait(lock, ready);
 }
 
 }  // namespace openreg

@@ -107,7 +107,7 @@ void Stream::run() {
 
 bool Stream::awaitMoreWork() {
   bool more = false;
-  spinUntil(limits_.spinMicros, Backoff::Pause, [&] {
+  spinUntil(limits_.wait.spinMicros, Backoff::Pause, [&] {
     more = submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed);
     return more || executor_.hasReadyStreams();
   });
@@ -215,15 +215,16 @@ void Stream::markCompleted() {
 // [marker: stream-wait]
 void Stream::waitFor(std::uint64_t ticket) {
   const auto reached = [&] { return completed_.load(std::memory_order_acquire) >= ticket; };
-  if (spinUntil(limits_.spinMicros, Backoff::Yield, reached)) return;
+  if (spinUntil(limits_.wait.spinMicros, Backoff::Yield, reached)) return;
   std::unique_lock<std::mutex> lock(syncMutex_);
-  while (completed_.load(std::memory_order_seq_cst) < ticket) {
+  sleepUntil(lock, syncCv_, limits_.wait, [&] {
+    if (completed_.load(std::memory_order_seq_cst) >= ticket) return true;
+    // Publish the ticket for markCompleted(), then re-check completed_ after publishing it.
     if (ticket < wakeAt_.load(std::memory_order_relaxed)) {
       wakeAt_.store(ticket, std::memory_order_seq_cst);
-      continue;  // re-check completed_ after publishing the ticket
     }
-    syncCv_.wait(lock);
-  }
+    return completed_.load(std::memory_order_seq_cst) >= ticket;
+  });
 }
 
 }  // namespace openreg

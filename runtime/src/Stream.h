@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "Failure.h"
+#include "Spin.h"
 
 namespace openreg {
 
@@ -44,7 +45,7 @@ struct StreamOp {
 // depends on no global state.
 struct StreamLimits {
   int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH: Note [Bounded queues] in Stream.cpp
-  int spinMicros = 50;    // OPENREG_WORKER_SPIN_US: Note [Spin then sleep] in Spin.h
+  WaitPolicy wait;        // how the worker waits for work and the host for the stream (Spin.h)
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {

@@ -1,0 +1,119 @@
+// A thread that waits for the device for long gives its OpenMP helpers back, and only then (Note
+// [OpenMP threads on shared cores] in runtime/src/OpenMpThreads.h). This binary links GNU OpenMP,
+// as a process with torch does; each test runs in a fresh child with its own release time, and
+// counts the process's threads: a 2-thread parallel region leaves its thread one helper.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ProcessInfo.h"
+#include "TestUtil.h"
+
+using namespace openreg_test;
+
+namespace {
+
+// Runs a parallel region of 2 threads on the calling thread; returns how many threads ran it.
+int parallelRegion() {
+  std::atomic<int> ran{0};
+#pragma omp parallel num_threads(2)
+  ran.fetch_add(1);
+  return ran.load();
+}
+
+// Waits up to `ms` for the process to have `expected` threads.
+bool threadsBecome(int expected, int ms) {
+  for (int i = 0; i < ms && threadCount() != expected; ++i) sleepMs(1);
+  return threadCount() == expected;
+}
+
+// libgomp's barriers are invisible to ThreadSanitizer, which would report every parallel region.
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN() GTEST_SKIP() << "GNU OpenMP is not instrumented for ThreadSanitizer"
+#else
+#define SKIP_UNDER_TSAN() (void)0
+#endif
+
+}  // namespace
+
+// A worker that ran a parallel kernel keeps its helper while busy, and ends it once idle for the
+// release time; its next parallel kernel starts a new one.
+TEST(OpenMpThreads, AnIdleWorkerEndsItsHelpers) {
+  SKIP_UNDER_TSAN();
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
+        if (orInit(0) != orSuccess) std::exit(2);
+        const int base = threadCount();
+        std::atomic<int> ran{0};
+        std::atomic<int> during{0};
+        auto kernel = [&] {
+          ran = parallelRegion();
+          during = threadCount();
+        };
+        if (openreg::launch(nullptr, kernel) != orSuccess) std::exit(3);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(4);
+        const int first = during;
+        const bool released = threadsBecome(base, 2000);
+        if (openreg::launch(nullptr, kernel) != orSuccess) std::exit(5);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(6);
+        fprintf(stderr, "threads: %d before, %d in the kernel, released %d, %d in the next\n", base,
+                first, released ? 1 : 0, during.load());
+        std::exit(ran == 2 && first == base + 1 && released && during == base + 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "threads: ");
+}
+
+// The host's helper goes while the host is blocked on the device for longer than the release time,
+// before the wait returns; a wait that does not block keeps it.
+TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
+  SKIP_UNDER_TSAN();
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
+        if (orInit(0) != orSuccess) std::exit(2);
+        const int base = threadCount();
+        if (parallelRegion() != 2) std::exit(3);
+        const int withHelper = threadCount();
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(4);  // nothing to wait for
+        const int afterShortWait = threadCount();
+        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(5);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(6);
+        const int afterLongWait = threadCount();
+        orEvent_t event = nullptr;
+        if (parallelRegion() != 2 || orEventCreate(&event) != orSuccess) std::exit(7);
+        const int again = threadCount();
+        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(8);
+        if (orEventRecord(event, nullptr) != orSuccess) std::exit(9);
+        if (orEventSynchronize(event) != orSuccess) std::exit(10);
+        const int afterEventWait = threadCount();
+        fprintf(stderr,
+                "threads: %d before, %d with the helper, %d after a short wait, %d after "
+                "a long one, %d again, %d after an event wait\n",
+                base, withHelper, afterShortWait, afterLongWait, again, afterEventWait);
+        std::exit(withHelper == base + 1 && afterShortWait == base + 1 && afterLongWait == base &&
+                          again == base + 1 && afterEventWait == base
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "threads: ");
+}
+
+// OPENREG_OPENMP_RELEASE_US=-1: helpers stay, however long the host waits or the worker idles.
+TEST(OpenMpThreads, MinusOneNeverEndsHelpers) {
+  SKIP_UNDER_TSAN();
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_OPENMP_RELEASE_US", "-1", 1);
+        if (orInit(0) != orSuccess) std::exit(2);
+        const int base = threadCount();
+        if (parallelRegion() != 2) std::exit(3);
+        if (openreg::launch(nullptr, [] { parallelRegion(); }) != orSuccess) std::exit(4);
+        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(5);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(6);
+        sleepMs(50);
+        fprintf(stderr, "threads: %d before, %d after\n", base, threadCount());
+        std::exit(threadCount() == base + 2 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "threads: ");
+}
