@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <string>
+#include <utility>
 
 #include "Spin.h"
 #include "Stream.h"
@@ -49,13 +50,19 @@ void Executor::stopWorkers() {
 void Executor::schedule(std::shared_ptr<Stream> stream) {
   const int queue = stream->priority() < 0 ? 0 : 1;
   bool wake;
+  bool wakesFromLongIdle;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ready_[queue].push_back(std::move(stream));
     readyCount_.fetch_add(1, std::memory_order_relaxed);
     wake = sleepers_ > 0;
+    wakesFromLongIdle = std::exchange(releasedWhileIdle_, false);
   }
   if (wake) cv_.notify_one();
+  // A host thread that wakes a device idle for long has been busy elsewhere, perhaps with
+  // parallel CPU operators; the device now computes, so its OpenMP threads go too (Note [OpenMP
+  // threads on shared cores]).
+  if (wakesFromLongIdle && !onDeviceWorker()) releaseOpenMpThreads();
 }
 
 std::shared_ptr<Stream> Executor::tryPop() {
@@ -84,8 +91,10 @@ void Executor::workerLoop() {
       if (ready_[0].empty() && ready_[1].empty() && !stopping_) {
         ++sleepers_;
         // Long idle: the worker's OpenMP threads go (Note [OpenMP threads on shared cores]).
-        sleepUntil(lock, cv_, wait_,
-                   [this] { return !ready_[0].empty() || !ready_[1].empty() || stopping_; });
+        sleepUntil(
+            lock, cv_, wait_,
+            [this] { return !ready_[0].empty() || !ready_[1].empty() || stopping_; },
+            [this] { releasedWhileIdle_ = true; });
         --sleepers_;
       }
       if (stopping_) return;

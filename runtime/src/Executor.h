@@ -62,6 +62,7 @@ class Executor {
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0] high priority, [1] normal
   std::atomic<int> readyCount_{0};
   int sleepers_ = 0;                  // guarded by mutex_
+  bool releasedWhileIdle_ = false;    // guarded by mutex_: a worker slept long and released
   bool stopping_ = false;             // guarded by mutex_
   std::vector<std::thread> threads_;  // joined only by ~Executor
 };

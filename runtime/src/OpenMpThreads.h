@@ -19,7 +19,11 @@
 // omp_pause_resource_all, which in libgomp ends the calling thread's helpers and lowers the count:
 //  - a device worker that found no work for that long (Executor.cpp, worker-loop);
 //  - a host thread blocked that long on the device: a synchronize, an event, a blocking copy, a
-//    full queue (Stream::waitFor, EventRecord::wait).
+//    full queue (Stream::waitFor, EventRecord::wait);
+//  - a host thread that wakes a device whose worker went that long without work (Executor::
+//    schedule): the host was busy elsewhere, perhaps with parallel CPU operators, and the device
+//    is about to compute. In a loop that alternates 20 CPU training steps and 20 openreg steps,
+//    this took openreg's MLP step from 2.01-2.12 to 1.74-1.82 ms.
 // The next parallel region of that thread starts a new pool (about 50 µs, once); thread counts,
 // and so every kernel's result, are unchanged. -1 never releases.
 #pragma once

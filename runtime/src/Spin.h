@@ -57,18 +57,25 @@ bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
 }
 
 // Sleeps on `cv` (with `lock` held) until `ready()`; once asleep for policy.releaseMicros, gives
-// the thread's OpenMP threads back, with the lock released, and sleeps on. `ready` is called under
-// the lock, as a condition variable's predicate.
-template <class Predicate>
+// the thread's OpenMP threads back, with the lock released, then calls `released()` under the lock
+// and sleeps on. `ready` is called under the lock, as a condition variable's predicate.
+template <class Predicate, class Released>
 void sleepUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                const WaitPolicy& policy, Predicate&& ready) {
+                const WaitPolicy& policy, Predicate&& ready, Released&& released) {
   if (policy.releaseMicros >= 0 &&
       !cv.wait_for(lock, std::chrono::microseconds(policy.releaseMicros), ready)) {
     lock.unlock();
     releaseOpenMpThreads();
     lock.lock();
+    released();
   }
   cv.wait(lock, ready);
+}
+
+template <class Predicate>
+void sleepUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                const WaitPolicy& policy, Predicate&& ready) {
+  sleepUntil(lock, cv, policy, std::forward<Predicate>(ready), [] {});
 }
 
 }  // namespace openreg

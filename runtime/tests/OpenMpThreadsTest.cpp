@@ -77,22 +77,58 @@ TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
         const int withHelper = threadCount();
         if (orStreamSynchronize(nullptr) != orSuccess) std::exit(4);  // nothing to wait for
         const int afterShortWait = threadCount();
+        // The helper is (re)made after each launch, so that only the wait can end it.
         if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(5);
-        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(6);
+        if (parallelRegion() != 2) std::exit(6);
+        const int beforeLongWait = threadCount();
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(7);
         const int afterLongWait = threadCount();
         orEvent_t event = nullptr;
-        if (parallelRegion() != 2 || orEventCreate(&event) != orSuccess) std::exit(7);
-        const int again = threadCount();
-        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(8);
-        if (orEventRecord(event, nullptr) != orSuccess) std::exit(9);
-        if (orEventSynchronize(event) != orSuccess) std::exit(10);
+        if (orEventCreate(&event) != orSuccess) std::exit(8);
+        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(9);
+        if (orEventRecord(event, nullptr) != orSuccess || parallelRegion() != 2) std::exit(10);
+        const int beforeEventWait = threadCount();
+        if (orEventSynchronize(event) != orSuccess) std::exit(11);
         const int afterEventWait = threadCount();
         fprintf(stderr,
-                "threads: %d before, %d with the helper, %d after a short wait, %d after "
-                "a long one, %d again, %d after an event wait\n",
-                base, withHelper, afterShortWait, afterLongWait, again, afterEventWait);
-        std::exit(withHelper == base + 1 && afterShortWait == base + 1 && afterLongWait == base &&
-                          again == base + 1 && afterEventWait == base
+                "threads: %d before, %d with the helper, %d after a short wait, %d and %d before "
+                "and after a long one, %d and %d before and after an event wait\n",
+                base, withHelper, afterShortWait, beforeLongWait, afterLongWait, beforeEventWait,
+                afterEventWait);
+        std::exit(withHelper == base + 1 && afterShortWait == base + 1 &&
+                          beforeLongWait == base + 1 && afterLongWait == base &&
+                          beforeEventWait == base + 1 && afterEventWait == base
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "threads: ");
+}
+
+// A host thread that wakes a device idle for longer than the release time ends its helper at the
+// launch: it has been busy elsewhere, and the device is about to compute. A device idle for less
+// does not cost it its helper. (A release time of 200 ms keeps this independent of the machine's
+// load.)
+TEST(OpenMpThreads, AHostThatWakesALongIdleDeviceEndsItsHelpers) {
+  SKIP_UNDER_TSAN();
+  EXPECT_EXIT(
+      {
+        setenv("OPENREG_OPENMP_RELEASE_US", "200000", 1);
+        if (orInit(0) != orSuccess) std::exit(2);
+        if (openreg::launch(nullptr, [] {}) != orSuccess) std::exit(3);
+        const int base = threadCount();
+        sleepMs(400);  // the worker sleeps past the release time
+        if (parallelRegion() != 2) std::exit(4);
+        const int withHelper = threadCount();
+        if (openreg::launch(nullptr, [] {}) != orSuccess) std::exit(5);
+        const int afterWakingIdle = threadCount();
+        if (parallelRegion() != 2) std::exit(6);
+        if (openreg::launch(nullptr, [] {}) != orSuccess) std::exit(7);
+        const int afterWakingBusy = threadCount();
+        fprintf(stderr,
+                "threads: %d before, %d with the helper, %d after waking a long idle device, %d "
+                "after waking a recently busy one\n",
+                base, withHelper, afterWakingIdle, afterWakingBusy);
+        std::exit(withHelper == base + 1 && afterWakingIdle == base && afterWakingBusy == base + 1
                       ? 0
                       : 1);
       },
