@@ -7,12 +7,13 @@ ends with a device synchronization):
   - with --gpt2 (needs `transformers`, `make bench` installs it): a Hugging Face GPT-2 forward
     built from a config (2 layers of 128, seq 64, batch 4), no grad.
 Columns: CPU eager, openreg eager and openreg replay (ms per iteration), replay/CPU, and the host
-time per replay (the time `replay()` itself takes on the calling thread). "CPU alone" is CPU eager
-again, in a child process that never loads torch_openreg: GNU OpenMP slows the CPU's own small
-kernels in a process where idle OpenMP pools outnumber the cores (docs/graphs.md, "Threads:
-OpenMP helpers on shared cores"), and this column shows whether openreg's presence did. Each
-workload also checks that the replayed results are bitwise equal to the same iterations run
-eagerly on openreg and on the CPU, and prints the result.
+time per replay (the time `replay()` itself takes on the calling thread). openreg is timed first,
+while the host thread has run no parallel CPU kernel; "after CPU" is the replay timed again once
+the CPU rows have run and the host thread has had an OpenMP pool, which it gives back while it
+waits for the device (docs/graphs.md, "Threads: OpenMP helpers on shared cores"). "CPU alone" is
+CPU eager again, in a child process that never loads torch_openreg, to show whether openreg's
+presence slowed the CPU column. Each workload also checks that the replayed results are bitwise
+equal to the same iterations run eagerly on openreg and on the CPU, and prints the result.
 
     python bench/graph_bench.py [--repeats 7] [--steps 20] [--gpt2] [json-path]
 """
@@ -92,43 +93,56 @@ def capture(step: Callable[[], None], warmup: int = 3) -> torch.openreg.Graph:
     return graph
 
 
-def mlp_rows(steps: int, repeats: int) -> dict:
+class Workload:
+    """One workload on both devices: what each phase of the bench times, and the equality check."""
+
+    def __init__(
+        self,
+        cpu: Callable[[], None],
+        eager: Callable[[], None],
+        replay: Callable[[], None],
+        equal: Callable[[], bool],
+        keep: object,
+    ) -> None:
+        self.cpu, self.eager, self.replay, self.equal = cpu, eager, replay, equal
+        self.keep = keep  # what the graph reads and writes: it must outlive the graph's replays
+
+
+def mlp_workload() -> Workload:
     _, cpu_step = mlp_setup("cpu")
     _, eager_step = mlp_setup("openreg")
-    model, replay_step = mlp_setup("openreg")
+    _, replay_step = mlp_setup("openreg")
     graph = capture(replay_step)
-    cpu = median(cpu_step, "cpu", steps, repeats)
-    eager = median(eager_step, "openreg", steps, repeats)
-    replay = median(graph.replay, "openreg", steps, repeats)
-    # Equality: the same number of steps from the same start, replayed, eager and on the CPU.
-    cpu_model, cpu_step = mlp_setup("cpu")
-    eager_model, eager_step = mlp_setup("openreg")
-    model, replay_step = mlp_setup("openreg")
-    graph = capture(replay_step)  # 3 warm-up steps ran eagerly
-    for _ in range(3):
-        cpu_step()
-        eager_step()
-    for _ in range(10):
-        cpu_step()
-        eager_step()
-        graph.replay()
-    equal = all(
-        torch.equal(a.detach().cpu(), b.detach().cpu()) and torch.equal(a.detach().cpu(), c.detach())
-        for a, b, c in zip(model.parameters(), eager_model.parameters(), cpu_model.parameters(), strict=True)
-    )
-    return {"cpu": cpu, "eager": eager, "replay": replay, "equal": equal}
+
+    def equal() -> bool:
+        """The same number of steps from the same start, replayed, eager and on the CPU."""
+        cpu_model, cpu_step = mlp_setup("cpu")
+        eager_model, eager_step = mlp_setup("openreg")
+        model, replay_step = mlp_setup("openreg")
+        graph = capture(replay_step)  # 3 warm-up steps ran eagerly
+        for _ in range(3):
+            cpu_step()
+            eager_step()
+        for _ in range(10):
+            cpu_step()
+            eager_step()
+            graph.replay()
+        return all(
+            torch.equal(a.detach().cpu(), b.detach().cpu()) and torch.equal(a.detach().cpu(), c.detach())
+            for a, b, c in zip(model.parameters(), eager_model.parameters(), cpu_model.parameters(), strict=True)
+        )
+
+    return Workload(cpu_step, eager_step, graph.replay, equal, keep=replay_step)
 
 
 # --- forwards ---------------------------------------------------------------------------------
 
 
-def forward_rows(build: Callable[[str], tuple[nn.Module, torch.Tensor]], steps: int, repeats: int) -> dict:
+def forward_workload(build: Callable[[str], tuple[nn.Module, torch.Tensor]]) -> Workload:
     openreg = torch.openreg
     cpu_model, cpu_x = build("cpu")
     model, x = build("openreg")
     with torch.no_grad():
-        cpu = median(lambda: cpu_model(cpu_x), "cpu", steps, repeats)
-        eager = median(lambda: model(x), "openreg", steps, repeats)
         reference = model(x)
         side = openreg.Stream()
         side.wait_stream(openreg.current_stream())
@@ -138,13 +152,40 @@ def forward_rows(build: Callable[[str], tuple[nn.Module, torch.Tensor]], steps: 
         graph = openreg.Graph()
         with openreg.graph(graph):
             out = model(x)
-        replay = median(graph.replay, "openreg", steps, repeats)
-        expected = cpu_model(cpu_x)
-    logits = out if isinstance(out, torch.Tensor) else out.logits
-    ref = reference if isinstance(reference, torch.Tensor) else reference.logits
-    exp = expected if isinstance(expected, torch.Tensor) else expected.logits
-    equal = torch.equal(logits.cpu(), ref.cpu()) and torch.equal(logits.cpu(), exp)
-    return {"cpu": cpu, "eager": eager, "replay": replay, "equal": equal}
+
+    def no_grad(fn: Callable[[], object]) -> Callable[[], None]:
+        def call() -> None:
+            with torch.no_grad():
+                fn()
+
+        return call
+
+    def equal() -> bool:
+        with torch.no_grad():
+            graph.replay()
+            expected = cpu_model(cpu_x)
+        logits = out if isinstance(out, torch.Tensor) else out.logits
+        ref = reference if isinstance(reference, torch.Tensor) else reference.logits
+        exp = expected if isinstance(expected, torch.Tensor) else expected.logits
+        return torch.equal(logits.cpu(), ref.cpu()) and torch.equal(logits.cpu(), exp)
+
+    return Workload(no_grad(lambda: cpu_model(cpu_x)), no_grad(lambda: model(x)), graph.replay, equal, keep=(model, x))
+
+
+def measure(workloads: dict[str, Workload], steps: int, repeats: int) -> dict[str, dict]:
+    """openreg first, while the host thread has run no parallel CPU kernel; then the CPU; then the
+    replays again, now that the host thread keeps an OpenMP pool (docs/graphs.md, "Threads")."""
+    rows: dict[str, dict] = {name: {} for name in workloads}
+    for name, w in workloads.items():
+        rows[name]["eager"] = median(w.eager, "openreg", steps, repeats)
+        rows[name]["replay"] = median(w.replay, "openreg", steps, repeats)
+    for name, w in workloads.items():
+        rows[name]["cpu"] = median(w.cpu, "cpu", steps, repeats)
+    for name, w in workloads.items():
+        rows[name]["replay_after_cpu"] = median(w.replay, "openreg", steps, repeats)
+    for name, w in workloads.items():
+        rows[name]["equal"] = w.equal()
+    return rows
 
 
 def transformer(device: str) -> tuple[nn.Module, torch.Tensor]:
@@ -203,20 +244,22 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
         f"{os.getloadavg()[0]:.2f}; medians of {args.repeats} x {args.steps} iterations"
     )
-    rows = {"MLP train step (16, 128-256-256-10, SGD momentum)": mlp_rows(args.steps, args.repeats)}
-    rows["transformer LM forward (2x128, seq 64, batch 16)"] = forward_rows(transformer, args.steps, args.repeats)
+    workloads = {"MLP train step (16, 128-256-256-10, SGD momentum)": mlp_workload()}
+    workloads["transformer LM forward (2x128, seq 64, batch 16)"] = forward_workload(transformer)
     if args.gpt2:
-        rows["GPT-2 forward from a config (2x128, seq 64, batch 4)"] = forward_rows(gpt2, args.steps, args.repeats)
+        workloads["GPT-2 forward from a config (2x128, seq 64, batch 4)"] = forward_workload(gpt2)
+    rows = measure(workloads, args.steps, args.repeats)
     for r, alone in zip(rows.values(), cpu_alone(args.steps, args.repeats, args.gpt2), strict=True):
         r["cpu_alone"] = alone
     print(
         f"{'workload':54} {'CPU ms':>7} {'eager ms':>8} {'replay ms':>9} {'replay/CPU':>10} "
-        f"{'host us/replay':>14} {'CPU alone ms':>12} {'replay/CPU alone':>16}  bitwise equal"
+        f"{'host us/replay':>14} {'after CPU ms':>12} {'CPU alone ms':>12} {'replay/CPU alone':>16}  bitwise equal"
     )
     for name, r in rows.items():
         print(
             f"{name:54} {r['cpu'][0] * 1e3:7.3f} {r['eager'][0] * 1e3:8.3f} {r['replay'][0] * 1e3:9.3f} "
-            f"{r['replay'][0] / r['cpu'][0]:10.2f} {r['replay'][1] * 1e6:14.1f} {r['cpu_alone'] * 1e3:12.3f} "
+            f"{r['replay'][0] / r['cpu'][0]:10.2f} {r['replay'][1] * 1e6:14.1f} "
+            f"{r['replay_after_cpu'][0] * 1e3:12.3f} {r['cpu_alone'] * 1e3:12.3f} "
             f"{r['replay'][0] / r['cpu_alone']:16.2f}  {r['equal']}"
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -186,7 +186,8 @@ def test_setting_a_stream_of_another_device_type_says_what_to_pass():
 # Note [OpenMP threads on shared cores] (runtime/src/OpenMpThreads.h): a device worker idle for
 # OPENREG_OPENMP_RELEASE_US, or a host thread blocked on the device that long, ends its OpenMP
 # helper threads, so that the threads of the side that computes keep spinning between parallel
-# regions. Counted by thread name: a helper takes the name of the thread that started it.
+# regions; by default (auto) only while no other process uses openreg, and this test's own
+# process does. Counted by thread name: a helper takes the name of the thread that started it.
 OPENMP_THREADS_PROGRAM = """
 import json, os, time
 import torch, torch_openreg
@@ -225,14 +226,15 @@ print(json.dumps(seen))
 """
 
 
-def run_openmp_threads_program(release_us: str) -> dict:
-    result = run_python(OPENMP_THREADS_PROGRAM, env={"OPENREG_OPENMP_RELEASE_US": release_us})
+def run_openmp_threads_program(release: str, release_us: str = "1000") -> dict:
+    env = {"OPENREG_OPENMP_RELEASE": release, "OPENREG_OPENMP_RELEASE_US": release_us}
+    result = run_python(OPENMP_THREADS_PROGRAM, env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_idle_workers_and_blocked_hosts_end_their_openmp_helpers():
-    seen = run_openmp_threads_program("1000")
+    seen = run_openmp_threads_program("1")
     assert seen == {
         "worker busy": 2,
         "worker idle": 1,
@@ -242,8 +244,8 @@ def test_idle_workers_and_blocked_hosts_end_their_openmp_helpers():
     }
 
 
-def test_openmp_release_minus_one_keeps_every_helper():
-    seen = run_openmp_threads_program("-1")
+def test_openmp_release_us_minus_one_keeps_every_helper():
+    seen = run_openmp_threads_program("1", release_us="-1")
     assert seen == {
         "worker busy": 2,
         "worker idle": 2,
@@ -251,3 +253,10 @@ def test_openmp_release_minus_one_keeps_every_helper():
         "host helpers after a blocked wait": 1,
         "bitwise": True,
     }
+
+
+def test_openmp_release_auto_keeps_helpers_while_another_process_uses_openreg():
+    torch.zeros(1, device="openreg")  # this process uses openreg: the child is not alone
+    seen = run_openmp_threads_program("auto")
+    assert seen["worker idle"] == 2 and seen["host helpers after a blocked wait"] == 1
+    assert seen["bitwise"]

@@ -40,6 +40,25 @@ bool readBool(const char* name, bool& out, std::string* error) {
   return true;
 }
 
+// OPENREG_OPENMP_RELEASE: 0, 1 or auto.
+bool readOpenmpRelease(Config::OpenmpRelease& out, std::string* error) {
+  const char* name = "OPENREG_OPENMP_RELEASE";
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return true;
+  const std::string v(value);
+  if (v == "0") {
+    out = Config::OpenmpRelease::Never;
+  } else if (v == "1") {
+    out = Config::OpenmpRelease::Always;
+  } else if (v == "auto") {
+    out = Config::OpenmpRelease::WhenAlone;
+  } else {
+    *error = invalid(name, value, "0, 1 or auto");
+    return false;
+  }
+  return true;
+}
+
 // Accepts a byte count with an optional binary suffix: 536870912, 512M, 8G, 64K.
 bool readBytes(const char* name, std::size_t& out, std::string* error) {
   const char* value = std::getenv(name);
@@ -132,6 +151,7 @@ std::string readConfigFromEnvironment(Config& out) {
       readInt("OPENREG_STREAM_WORKERS", 1, 64, out.streamWorkers, &error) &&
       readInt("OPENREG_WORKER_SPIN_US", 0, 1000000, out.workerSpinMicros, &error) &&
       readInt("OPENREG_OPENMP_RELEASE_US", -1, 1000000000, out.openmpReleaseMicros, &error) &&
+      readOpenmpRelease(out.openmpRelease, &error) &&
       readBool("OPENREG_LAUNCH_BLOCKING", out.launchBlocking, &error) &&
       readBool("OPENREG_FAULT_HANDLER", out.faultHandler, &error) &&
       readInt("OPENREG_QUEUE_DEPTH", 1, 1 << 24, out.queueDepth, &error)) {

@@ -16,8 +16,11 @@ struct Config {
   bool launchBlocking = false;   // OPENREG_LAUNCH_BLOCKING, every launch completes before returning
   bool faultHandler = true;      // OPENREG_FAULT_HANDLER, report host access to device memory
   int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH, operations a stream holds before the host waits
-  // OPENREG_OPENMP_RELEASE_US: sleep after which a waiting thread's OpenMP helpers end, -1 never
+  // OPENREG_OPENMP_RELEASE_US: idle time after which a worker's OpenMP helpers end, -1 never
   int openmpReleaseMicros = 1000;
+  // OPENREG_OPENMP_RELEASE: 0, 1 or auto, whether threads release them (OpenMpThreads.h)
+  enum class OpenmpRelease { Never, Always, WhenAlone };
+  OpenmpRelease openmpRelease = OpenmpRelease::WhenAlone;
 };
 
 // Parses the environment into `out`. Returns "" on success, else a message naming the variable,

@@ -1,8 +1,13 @@
 #include "OpenMpThreads.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 namespace openreg {
 namespace {
@@ -29,6 +34,41 @@ PauseAll pauseAll() {
 }
 
 }  // namespace
+
+namespace {
+int gProcessLock = -1;  // the descriptor holding this process's read lock; never closed
+// In $TMPDIR (default /tmp): the processes that share a temporary directory are counted together.
+std::string processLockPath() {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/openreg-processes.lock";
+}
+}  // namespace
+
+void registerOpenregProcess() noexcept {
+  if (gProcessLock >= 0) return;
+  const int fd = open(processLockPath().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return;
+  fchmod(fd, 0666);  // whoever creates it: every user's processes take a read lock on it
+  struct flock lock {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_len = 1;
+  if (fcntl(fd, F_SETLK, &lock) != 0) {
+    close(fd);
+    return;
+  }
+  gProcessLock = fd;
+}
+
+bool aloneOnMachine() noexcept {
+  if (gProcessLock < 0) return true;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  probe.l_len = 1;
+  if (fcntl(gProcessLock, F_GETLK, &probe) != 0) return true;
+  return probe.l_type == F_UNLCK;
+}
 
 void releaseOpenMpThreads() noexcept {
   if (PauseAll fn = pauseAll()) fn(kOmpPauseSoft);  // -1 inside a parallel region: nothing to do

@@ -7,6 +7,7 @@
 #include "Activity.h"
 #include "Capture.h"
 #include "FaultHandler.h"
+#include "OpenMpThreads.h"
 #include "Poison.h"
 
 namespace openreg {
@@ -110,6 +111,7 @@ orError_t initializeSlow(State wanted) {
     return fail(orErrorInitializationError, gInitError);
   }
   if (gRuntime->config.faultHandler) installFaultHandler();
+  registerOpenregProcess();  // Note [OpenMP threads on shared cores]
   gState.store(State::Ready, std::memory_order_release);
   return orSuccess;
 }

@@ -97,9 +97,12 @@ inline Device& device(int index) {
   return *runtime().devices[index];
 }
 
-// How workers and host threads wait (valid after ensureConfigured()).
+// How workers wait for work and host threads for the device (valid after ensureConfigured()).
 inline WaitPolicy waitPolicy() {
-  return {runtime().config.workerSpinMicros, runtime().config.openmpReleaseMicros};
+  const Config& c = runtime().config;
+  using Release = Config::OpenmpRelease;
+  return {c.workerSpinMicros, c.openmpRelease == Release::Never ? -1 : c.openmpReleaseMicros,
+          c.openmpRelease == Release::WhenAlone};
 }
 
 // What a new stream takes of the configuration (valid after ensureConfigured()).

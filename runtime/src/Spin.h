@@ -33,9 +33,15 @@ enum class Backoff { Pause, Yield };
 
 // How a thread waits for another: what the runtime's configuration says of it.
 struct WaitPolicy {
-  int spinMicros = 50;       // OPENREG_WORKER_SPIN_US: Note [Spin then sleep]
-  int releaseMicros = 1000;  // OPENREG_OPENMP_RELEASE_US, -1 never (OpenMpThreads.h)
+  int spinMicros = 50;         // OPENREG_WORKER_SPIN_US: Note [Spin then sleep]
+  int releaseMicros = 1000;    // OPENREG_OPENMP_RELEASE_US, -1 never (OpenMpThreads.h)
+  bool onlyWhenAlone = false;  // release only while no other process uses openreg (ditto)
 };
+
+// Whether a thread waiting under `policy` gives its OpenMP threads back now that it may.
+inline bool mayRelease(const WaitPolicy& policy) {
+  return policy.releaseMicros >= 0 && (!policy.onlyWhenAlone || aloneOnMachine());
+}
 
 template <class Predicate>
 bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
@@ -58,16 +64,24 @@ bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
 
 // Sleeps on `cv` (with `lock` held) until `ready()`; once asleep for policy.releaseMicros, gives
 // the thread's OpenMP threads back, with the lock released, then calls `released()` under the lock
-// and sleeps on. `ready` is called under the lock, as a condition variable's predicate.
+// and sleeps on. While another process uses openreg and the policy says to wait for that, it looks
+// again every 100 ms. `ready` is called under the lock, as a condition variable's predicate.
 template <class Predicate, class Released>
 void sleepUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                 const WaitPolicy& policy, Predicate&& ready, Released&& released) {
   if (policy.releaseMicros >= 0 &&
       !cv.wait_for(lock, std::chrono::microseconds(policy.releaseMicros), ready)) {
-    lock.unlock();
-    releaseOpenMpThreads();
-    lock.lock();
-    released();
+    for (;;) {
+      lock.unlock();
+      const bool release = mayRelease(policy);
+      if (release) releaseOpenMpThreads();
+      lock.lock();
+      if (release) {
+        released();
+        break;
+      }
+      if (cv.wait_for(lock, std::chrono::milliseconds(100), ready)) return;
+    }
   }
   cv.wait(lock, ready);
 }

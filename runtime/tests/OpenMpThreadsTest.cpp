@@ -1,10 +1,17 @@
-// A thread that waits for the device for long gives its OpenMP helpers back, and only then (Note
-// [OpenMP threads on shared cores] in runtime/src/OpenMpThreads.h). This binary links GNU OpenMP,
+// A thread that waits for long gives its OpenMP helpers back, and only then, and by default only
+// while no other process uses openreg (Note [OpenMP threads on shared cores] in
+// runtime/src/OpenMpThreads.h). This binary links GNU OpenMP,
 // as a process with torch does; each test runs in a fresh child with its own release time, and
 // counts the process's threads: a 2-thread parallel region leaves its thread one helper.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "ProcessInfo.h"
 #include "TestUtil.h"
@@ -42,6 +49,7 @@ TEST(OpenMpThreads, AnIdleWorkerEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
+        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
         setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
         if (orInit(0) != orSuccess) std::exit(2);
         const int base = threadCount();
@@ -70,6 +78,7 @@ TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
+        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
         setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
         if (orInit(0) != orSuccess) std::exit(2);
         const int base = threadCount();
@@ -112,6 +121,7 @@ TEST(OpenMpThreads, AHostThatWakesALongIdleDeviceEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
+        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
         setenv("OPENREG_OPENMP_RELEASE_US", "200000", 1);
         if (orInit(0) != orSuccess) std::exit(2);
         if (openreg::launch(nullptr, [] {}) != orSuccess) std::exit(3);
@@ -150,6 +160,55 @@ TEST(OpenMpThreads, MinusOneNeverEndsHelpers) {
         sleepMs(50);
         fprintf(stderr, "threads: %d before, %d after\n", base, threadCount());
         std::exit(threadCount() == base + 2 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "threads: ");
+}
+
+// OPENREG_OPENMP_RELEASE=auto (the default): while another process holds its lock on
+// $TMPDIR/openreg-processes.lock an idle worker keeps its helper; once that process is gone, it
+// releases it. The other process here is a child that takes the lock as the runtime does.
+TEST(OpenMpThreads, AutoReleasesOnlyWhileNoOtherProcessUsesOpenreg) {
+  SKIP_UNDER_TSAN();
+  EXPECT_EXIT(
+      {
+        char dir[] = "/tmp/openreg-omp-test-XXXXXX";
+        if (mkdtemp(dir) == nullptr) std::exit(2);
+        setenv("TMPDIR", dir, 1);  // counts only the processes of this test
+        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
+        int ready[2];
+        if (pipe(ready) != 0) std::exit(3);
+        const pid_t other = fork();
+        if (other == 0) {  // holds the lock until killed
+          const int fd =
+              open((std::string(dir) + "/openreg-processes.lock").c_str(), O_RDWR | O_CREAT, 0666);
+          struct flock lock {};
+          lock.l_type = F_RDLCK;
+          lock.l_whence = SEEK_SET;
+          lock.l_len = 1;
+          const char ok = fd >= 0 && fcntl(fd, F_SETLK, &lock) == 0 ? 1 : 0;
+          if (write(ready[1], &ok, 1) != 1) _exit(1);
+          pause();
+          _exit(0);
+        }
+        char ok = 0;
+        if (read(ready[0], &ok, 1) != 1 || ok != 1) std::exit(4);
+        if (orInit(0) != orSuccess) std::exit(5);
+        const int base = threadCount();
+        auto kernel = [] { parallelRegion(); };
+        if (openreg::launch(nullptr, kernel) != orSuccess) std::exit(6);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(7);
+        sleepMs(100);  // idle well past the release time
+        const int withOther = threadCount();
+        kill(other, SIGKILL);
+        waitpid(other, nullptr, 0);
+        if (openreg::launch(nullptr, kernel) != orSuccess) std::exit(8);
+        if (orStreamSynchronize(nullptr) != orSuccess) std::exit(9);
+        const bool released = threadsBecome(base, 2000);
+        fprintf(stderr, "threads: %d before, %d idle beside another process, released alone %d\n",
+                base, withOther, released ? 1 : 0);
+        unlink((std::string(dir) + "/openreg-processes.lock").c_str());
+        rmdir(dir);
+        std::exit(withOther == base + 1 && released ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "threads: ");
 }
