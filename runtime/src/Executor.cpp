@@ -59,9 +59,9 @@ void Executor::schedule(std::shared_ptr<Stream> stream) {
     wakesFromLongIdle = std::exchange(releasedWhileIdle_, false);
   }
   if (wake) cv_.notify_one();
-  // A host thread that wakes a device idle for long has been
-  // busy elsewhere, perhaps with parallel CPU operators; the device now computes, so its OpenMP
-  // threads go too (Note [OpenMP threads on shared cores]).
+  // A host thread that wakes a device idle for long has been busy elsewhere, perhaps with
+  // parallel CPU operators; the device now computes, so its OpenMP threads go too (Note [OpenMP
+  // threads on shared cores]).
   if (wakesFromLongIdle && !onDeviceWorker() && mayRelease(wait_)) releaseOpenMpThreads();
 }
 

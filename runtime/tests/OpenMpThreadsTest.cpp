@@ -34,6 +34,16 @@ bool threadsBecome(int expected, int ms) {
   return threadCount() == expected;
 }
 
+// In a test's child process: sets the release configuration, initializes the runtime and returns
+// the process's thread count (exit code 2 if initialization fails). "1" for tests that need the
+// release whatever other processes do: ctest runs other test processes alongside.
+int initWith(const char* release, const char* releaseMicros) {
+  setenv("OPENREG_OPENMP_RELEASE", release, 1);
+  setenv("OPENREG_OPENMP_RELEASE_US", releaseMicros, 1);
+  if (orInit(0) != orSuccess) std::exit(2);
+  return threadCount();
+}
+
 // libgomp's barriers are invisible to ThreadSanitizer, which would report every parallel region.
 #if defined(__SANITIZE_THREAD__)
 #define SKIP_UNDER_TSAN() GTEST_SKIP() << "GNU OpenMP is not instrumented for ThreadSanitizer"
@@ -49,10 +59,7 @@ TEST(OpenMpThreads, AnIdleWorkerEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
-        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
-        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
-        if (orInit(0) != orSuccess) std::exit(2);
-        const int base = threadCount();
+        const int base = initWith("1", "1000");
         std::atomic<int> ran{0};
         std::atomic<int> during{0};
         auto kernel = [&] {
@@ -78,10 +85,7 @@ TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
-        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
-        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
-        if (orInit(0) != orSuccess) std::exit(2);
-        const int base = threadCount();
+        const int base = initWith("1", "1000");
         if (parallelRegion() != 2) std::exit(3);
         const int withHelper = threadCount();
         if (orStreamSynchronize(nullptr) != orSuccess) std::exit(4);  // nothing to wait for
@@ -121,9 +125,7 @@ TEST(OpenMpThreads, AHostThatWakesALongIdleDeviceEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
-        setenv("OPENREG_OPENMP_RELEASE", "1", 1);  // other test processes run alongside
-        setenv("OPENREG_OPENMP_RELEASE_US", "200000", 1);
-        if (orInit(0) != orSuccess) std::exit(2);
+        initWith("1", "200000");
         if (openreg::launch(nullptr, [] {}) != orSuccess) std::exit(3);
         const int base = threadCount();
         sleepMs(400);  // the worker sleeps past the release time
@@ -150,9 +152,7 @@ TEST(OpenMpThreads, MinusOneNeverEndsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
       {
-        setenv("OPENREG_OPENMP_RELEASE_US", "-1", 1);
-        if (orInit(0) != orSuccess) std::exit(2);
-        const int base = threadCount();
+        const int base = initWith("1", "-1");
         if (parallelRegion() != 2) std::exit(3);
         if (openreg::launch(nullptr, [] { parallelRegion(); }) != orSuccess) std::exit(4);
         if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(5);
@@ -174,7 +174,6 @@ TEST(OpenMpThreads, AutoReleasesOnlyWhileNoOtherProcessUsesOpenreg) {
         char dir[] = "/tmp/openreg-omp-test-XXXXXX";
         if (mkdtemp(dir) == nullptr) std::exit(2);
         setenv("TMPDIR", dir, 1);  // counts only the processes of this test
-        setenv("OPENREG_OPENMP_RELEASE_US", "1000", 1);
         int ready[2];
         if (pipe(ready) != 0) std::exit(3);
         const pid_t other = fork();
@@ -192,8 +191,7 @@ TEST(OpenMpThreads, AutoReleasesOnlyWhileNoOtherProcessUsesOpenreg) {
         }
         char ok = 0;
         if (read(ready[0], &ok, 1) != 1 || ok != 1) std::exit(4);
-        if (orInit(0) != orSuccess) std::exit(5);
-        const int base = threadCount();
+        const int base = initWith("auto", "1000");
         auto kernel = [] { parallelRegion(); };
         if (openreg::launch(nullptr, kernel) != orSuccess) std::exit(6);
         if (orStreamSynchronize(nullptr) != orSuccess) std::exit(7);
