@@ -36,7 +36,9 @@ PauseAll pauseAll() {
 }  // namespace
 
 namespace {
-int gProcessLock = -1;  // the descriptor holding this process's read lock; never closed
+// The descriptor holding this process's read lock, never closed. Set once, at initialization,
+// while workers may already be asking aloneOnMachine().
+std::atomic<int> gProcessLock{-1};
 // In $TMPDIR (default /tmp): the processes that share a temporary directory are counted together.
 std::string processLockPath() {
   const char* dir = std::getenv("TMPDIR");
@@ -45,7 +47,7 @@ std::string processLockPath() {
 }  // namespace
 
 void registerOpenregProcess() noexcept {
-  if (gProcessLock >= 0) return;
+  if (gProcessLock.load(std::memory_order_acquire) >= 0) return;
   const int fd = open(processLockPath().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return;
   fchmod(fd, 0666);  // whoever creates it: every user's processes take a read lock on it
@@ -57,16 +59,17 @@ void registerOpenregProcess() noexcept {
     close(fd);
     return;
   }
-  gProcessLock = fd;
+  gProcessLock.store(fd, std::memory_order_release);
 }
 
 bool aloneOnMachine() noexcept {
-  if (gProcessLock < 0) return true;
+  const int fd = gProcessLock.load(std::memory_order_acquire);
+  if (fd < 0) return true;
   struct flock probe {};
   probe.l_type = F_WRLCK;
   probe.l_whence = SEEK_SET;
   probe.l_len = 1;
-  if (fcntl(gProcessLock, F_GETLK, &probe) != 0) return true;
+  if (fcntl(fd, F_GETLK, &probe) != 0) return true;
   return probe.l_type == F_UNLCK;
 }
 
