@@ -85,7 +85,7 @@ void Executor::workerLoop() {
     if (stream == nullptr) {
       // Spin before sleeping (Note [Spin then sleep] in Spin.h): a stream of launches from the
       // host then costs no wake-up syscalls.
-      spinUntil(wait_.spinMicros, Backoff::Pause,
+      spinUntil(wait_.spinMicros,
                 [this] { return readyCount_.load(std::memory_order_relaxed) != 0; });
       std::unique_lock<std::mutex> lock(mutex_);
       if (ready_[0].empty() && ready_[1].empty() && !stopping_) {

@@ -8,11 +8,14 @@
 // steady trickles (a host launching op after op, a synchronize a few microseconds after the
 // launch), so a short spin usually ends with the predicate true and nobody pays for a futex
 // wait and the wake-up that must follow it, on either side.
-// How the spin backs off depends on who spins:
-//  - Backoff::Pause (workers): a `pause` instruction between checks. A worker is the only thing
-//    its device runs, and sched_yield would be a system call per check;
-//  - Backoff::Yield (host threads): sched_yield between checks. The host thread may share its
-//    core with the very worker it waits for, which must get the core to make progress.
+// Between checks the spinner calls sched_yield: the host thread and a worker often share a core
+// (a wake-up puts the woken thread beside its waker), and the thread waited for must get the core
+// to make progress. Workers spun with the `pause` instruction until stop 22: a worker that shared
+// the host's core then took it from the host for its whole spin, and in about half the processes
+// tiny operators cost the host twice as much (engine bench, tiny geometric mean 1.6-2.1 against
+// 1.24-1.36 in every process with sched_yield), and a greedy Llama `generate` took 42-48 ms
+// against 31-43. With nothing else to run, sched_yield returns at once: a record-then-synchronize
+// round trip stayed at 0.6 µs.
 // spinUntil returns whether the predicate became true within the window; the caller decides what
 // "block" means for it (and re-checks the predicate under its own lock before sleeping), and
 // sleeps with sleepUntil, which gives the thread's OpenMP threads back once it has slept for
@@ -29,8 +32,6 @@
 
 namespace openreg {
 
-enum class Backoff { Pause, Yield };
-
 // How a thread waits for another: what the runtime's configuration says of it.
 struct WaitPolicy {
   int spinMicros = 50;         // OPENREG_WORKER_SPIN_US: Note [Spin then sleep]
@@ -44,19 +45,11 @@ inline bool mayRelease(const WaitPolicy& policy) {
 }
 
 template <class Predicate>
-bool spinUntil(int micros, Backoff backoff, Predicate&& ready) {
+bool spinUntil(int micros, Predicate&& ready) {
   if (ready()) return true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
   do {
-    if (backoff == Backoff::Yield) {
-      std::this_thread::yield();
-    } else {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
-    }
+    std::this_thread::yield();
     if (ready()) return true;
   } while (std::chrono::steady_clock::now() < deadline);
   return false;

@@ -107,7 +107,7 @@ void Stream::run() {
 
 bool Stream::awaitMoreWork() {
   bool more = false;
-  spinUntil(limits_.wait.spinMicros, Backoff::Pause, [&] {
+  spinUntil(limits_.wait.spinMicros, [&] {
     more = submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed);
     return more || executor_.hasReadyStreams();
   });
@@ -215,7 +215,7 @@ void Stream::markCompleted() {
 // [marker: stream-wait]
 void Stream::waitFor(std::uint64_t ticket) {
   const auto reached = [&] { return completed_.load(std::memory_order_acquire) >= ticket; };
-  if (spinUntil(limits_.wait.spinMicros, Backoff::Yield, reached)) return;
+  if (spinUntil(limits_.wait.spinMicros, reached)) return;
   std::unique_lock<std::mutex> lock(syncMutex_);
   sleepUntil(lock, syncCv_, limits_.wait, [&] {
     if (completed_.load(std::memory_order_seq_cst) >= ticket) return true;
