@@ -1,7 +1,9 @@
 #include "aten/KernelAlias.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/_neg_view.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/accumulate.h>
@@ -115,6 +117,14 @@ MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool read, bool write) {
 
 at::Tensor hostAlias(const at::Tensor& hostTensor) {
   return aliasLike(hostTensor.data_ptr(), hostTensor);
+}
+
+at::Tensor hostCopyForTask(const at::Tensor& hostTensor) {
+  TORCH_INTERNAL_ASSERT(hostTensor.is_cpu(), "openreg: hostCopyForTask takes a CPU tensor");
+  const at::Tensor src = hostTensor.resolve_conj().resolve_neg();
+  at::Tensor out = at::detail::empty_cpu(src.sizes(), src.scalar_type());
+  at::native::copy_(out, src);  // the CPU kernel itself: no dispatcher, no Python
+  return out;
 }
 
 at::Tensor metaLike(const at::Tensor& t) {

@@ -46,12 +46,20 @@ OPENREG_TORCH_API MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool re
 // that has a Python object can need the GIL (PyTorch moves the object's ownership when the C++
 // reference count changes), and the host may be holding the GIL while it waits for that very
 // task: a deadlock. So a task captures only tensors made for it: kernel aliases of device tensors,
-// hostAlias() of host tensors, and fresh clones of CPU scalars.
+// hostAlias() of host tensors, and hostCopyForTask() of CPU tensors it keeps.
 //
 // hostAlias(t): a non-owning CPU tensor over t's memory, with t's sizes, strides, dtype and
 // conjugate/negative bits. The caller keeps the memory alive until the task has run (it waits
 // for the task, or the memory is pinned and protected by record_event).
 OPENREG_TORCH_API at::Tensor hostAlias(const at::Tensor& hostTensor);
+
+// hostCopyForTask(t): a fresh contiguous CPU tensor with t's values (conjugate and negative bits
+// resolved), allocated and filled without the dispatcher. t.clone() is not enough: under the
+// Python dispatcher or a dispatch mode the clone passes through Python and keeps a Python object,
+// and the task that drops it on a worker then needs the GIL (a deadlock seen in
+// `make test-compile-long`: a compiled kernel's CPU scalar, dropped on the worker while the host
+// waited for a copy with the GIL held).
+OPENREG_TORCH_API at::Tensor hostCopyForTask(const at::Tensor& hostTensor);
 
 // A Meta tensor with t's sizes, strides and dtype: what kernels are asked about to learn output
 // shapes without touching data.

@@ -112,7 +112,7 @@ void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
                     "openreg: ", info.label, ": argument ", i, " is a ", tensor->device().str(),
                     " tensor of shape ", tensor->sizes(),
                     "; only openreg tensors and 0-dim CPU inputs reach a compiled kernel");
-        at::Tensor scalar = tensor->clone();
+        at::Tensor scalar = hostCopyForTask(*tensor);
         task.slots[i] = reinterpret_cast<uint64_t>(scalar.data_ptr());
         task.hostScalars.push_back(std::move(scalar));
       }

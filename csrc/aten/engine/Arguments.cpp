@@ -9,7 +9,7 @@ namespace {
 
 at::Tensor taskTensor(const at::Tensor& t) {
   if (!t.defined()) return t;
-  return isOpenReg(t) ? kernelAlias(t) : t.clone();
+  return isOpenReg(t) ? kernelAlias(t) : hostCopyForTask(t);
 }
 
 // The argument returned for a write-aliased return: the argument with the same alias set.
