@@ -122,7 +122,10 @@ at::Tensor hostAlias(const at::Tensor& hostTensor) {
 at::Tensor hostCopyForTask(const at::Tensor& hostTensor) {
   TORCH_INTERNAL_ASSERT(hostTensor.is_cpu(), "openreg: hostCopyForTask takes a CPU tensor");
   const at::Tensor src = hostTensor.resolve_conj().resolve_neg();
-  at::Tensor out = at::detail::empty_cpu(src.sizes(), src.scalar_type());
+  at::Tensor out =
+      src.is_non_overlapping_and_dense()
+          ? at::detail::empty_strided_cpu(src.sizes(), src.strides(), src.scalar_type())
+          : at::detail::empty_cpu(src.sizes(), src.scalar_type());
   at::native::copy_(out, src);  // the CPU kernel itself: no dispatcher, no Python
   return out;
 }

@@ -53,8 +53,9 @@ OPENREG_TORCH_API MemoryAccess memoryAccess(const KernelAliasSpec& spec, bool re
 // for the task, or the memory is pinned and protected by record_event).
 OPENREG_TORCH_API at::Tensor hostAlias(const at::Tensor& hostTensor);
 
-// hostCopyForTask(t): a fresh contiguous CPU tensor with t's values (conjugate and negative bits
-// resolved), allocated and filled without the dispatcher. t.clone() is not enough: under the
+// hostCopyForTask(t): a fresh CPU tensor with t's values (conjugate and negative bits resolved;
+// t's strides when they are dense, as clone() keeps them), allocated and filled without the
+// dispatcher. t.clone() is not enough: under the
 // Python dispatcher or a dispatch mode the clone passes through Python and keeps a Python object,
 // and the task that drops it on a worker then needs the GIL (a deadlock seen in
 // `make test-compile-long`: a compiled kernel's CPU scalar, dropped on the worker while the host

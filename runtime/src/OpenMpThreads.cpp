@@ -33,9 +33,6 @@ PauseAll pauseAll() {
   return fn;
 }
 
-}  // namespace
-
-namespace {
 // The descriptor holding this process's read lock, never closed. Set once, at initialization,
 // while workers may already be asking aloneOnMachine().
 std::atomic<int> gProcessLock{-1};
