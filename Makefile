@@ -22,8 +22,7 @@ setup:
 # The release tree builds everything, the PyTorch backend included, against the venv's torch.
 build/release/CMakeCache.txt:
 	cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) -DOPENREG_BUILD_TORCH=ON \
-	  -DPython3_EXECUTABLE=$(PYTHON) \
-	  -DCMAKE_PREFIX_PATH=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+	  -DPython3_EXECUTABLE=$(PYTHON)
 build/asan/CMakeCache.txt:
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DOPENREG_BUILD_BENCH=OFF \
 	  -DOPENREG_SANITIZE=address,undefined $(CMAKE_COMMON)
@@ -62,10 +61,11 @@ fuzz: setup build/asan/CMakeCache.txt
 test-python: build
 	$(PYTHON) -m pytest -q tests
 
-# The wheel (tests/test_wheel.py): test-python builds it and checks its tag and requirement; this
-# also installs it into a fresh environment and runs it there, with the venv's torch linked in
-# (WHEEL_TORCH=link, about a minute) or installed there by pip as a user would (WHEEL_TORCH=pip,
-# minutes).
+# The wheel (tests/test_wheel.py): test-python builds it and checks its tag, requirement and
+# contents; this also installs it into a fresh environment and runs the smoke suite
+# (tests/installed_smoke.py) there, from a directory outside the checkout, with the venv's torch
+# linked in (WHEEL_TORCH=link, about a minute; `make test` runs it) or installed there by pip as a
+# user would (WHEEL_TORCH=pip, minutes).
 WHEEL_TORCH ?= link
 test-wheel: build
 	OPENREG_WHEEL_TEST=$(WHEEL_TORCH) $(PYTHON) -m pytest -q tests/test_wheel.py
@@ -88,7 +88,15 @@ format: setup
 check-lint: setup
 	$(RUFF) check .
 
-test: check-format check-lint check-docs test-runtime sanitize test-python
+test: check-format check-lint check-docs test-runtime sanitize test-python test-wheel
+
+# Another torch release (docs/versions.md): TORCH=2.14.1 (on this machine's disk) or 2.15.0 (from
+# PyPI, about 4 GB): its own venv and build tree, the package installed with pip as a user does,
+# then the whole Python suite and the wheel's smoke suite against it (scripts/test_torch.sh).
+.PHONY: test-torch
+test-torch:
+	@test -n "$(TORCH)" || { echo "usage: make test-torch TORCH=X.Y.Z (e.g. 2.14.1, 2.15.0)" >&2; exit 2; }
+	scripts/test_torch.sh $(TORCH)
 
 # The main job: a model trained on openreg, compared with the CPU (examples/train_classifier.py).
 demo: build

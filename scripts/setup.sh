@@ -24,13 +24,21 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Python environment: .venv/ at the repository root, with the pinned torch and the test
-# dependencies. Recreated only when requirements-dev.txt changes.
-VENV=.venv
+# The Python environment: .venv/ at the repository root, with torch (2.13.0, the CPU build, from a
+# local file on the project's machines) and the test dependencies. `make test-torch TORCH=X.Y.Z`
+# makes another one per release (OPENREG_SETUP_VENV=.venv-torch-X.Y.Z OPENREG_SETUP_TORCH=X.Y.Z).
+# Each is remade only when
+# requirements-dev.txt changes. The torch release is pinned by a constraints file given to every
+# pip call, so that no dependency can move it; for a release above this machine's pip cap
+# (/etc/xdg/pip: torch<=2.14.1), our constraints file replaces the machine's (PIP_CONSTRAINT).
+VENV=${OPENREG_SETUP_VENV:-.venv}
+TORCH=${OPENREG_SETUP_TORCH:-2.13.0}
 STAMP=$VENV/.requirements-installed
-if [ ! -f "$STAMP" ] || [ requirements-dev.txt -nt "$STAMP" ]; then
-  echo "setup: preparing $VENV (torch 2.13.0, CPU build, and test dependencies)"
+if [ ! -f "$STAMP" ] || [ requirements-dev.txt -nt "$STAMP" ] || [ "$(cat "$STAMP")" != "torch==$TORCH" ]; then
+  echo "setup: preparing $VENV (torch $TORCH and the test dependencies)"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-  touch "$STAMP"
+  echo "torch==$TORCH" > "$VENV/constraints.txt"
+  PIP_CONSTRAINT="$VENV/constraints.txt" "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    "torch==$TORCH" -r requirements-dev.txt
+  echo "torch==$TORCH" > "$STAMP"
 fi

@@ -16,6 +16,7 @@ import torch._dynamo
 import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounterWithBackend
 
+from conftest import run_python
 from torch_openreg._compile import patches
 from torch_openreg._compile.device_interface import OpenRegInterface
 
@@ -346,11 +347,35 @@ def test_a_kernel_that_fails_to_build_names_graph_and_kernel_and_the_device_keep
     assert torch.equal(torch.compile(fn, dynamic=False)(x).cpu(), compiled("cpu", fn, dynamic=False)(x.cpu()))
 
 
+def test_inductor_registration_is_asked_by_inductor_from_2_15_and_hooked_on_import_before():
+    """Note [Registration when Dynamo and Inductor load]: torch >= 2.15 calls the device module's
+    _inductor_backend_init; older releases get the import hooks. Either way a fresh process
+    compiles for openreg."""
+    import torch_openreg._compile as registration
+    from torch_openreg._compat import torch_before
+
+    inductor_modules = {"torch._inductor.codegen.common", "torch._inductor.codegen.cpp", "torch._inductor.scheduler"}
+    assert set(registration._HOOKS) == {"torch._dynamo"} | (inductor_modules if torch_before(2, 15) else set())
+    result = run_python(
+        """
+        import torch
+        from torch._inductor.codegen.common import get_scheduling_for_device
+        print(get_scheduling_for_device("openreg") is None)
+        x = torch.arange(6.0, device="openreg")
+        print(torch.allclose(torch.compile(lambda t: (t * 2).sin())(x).cpu(), (torch.arange(6.0) * 2).sin()))
+        print(get_scheduling_for_device("openreg").__name__)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "OpenRegScheduling"], result.stdout
+
+
 def test_inductor_still_names_triton_for_openreg():
     """Note [Inductor's backend of a device]: when 2.13.0's get_current_backend answers the C++
     backend for openreg by itself, this test fails and the patch should go."""
     import torch._inductor.config as inductor_config
 
+    torch.openreg._inductor_backend_init()  # the patches, when no compilation ran before this test
     assert patches.original_get_current_backend()("openreg") == inductor_config.cuda_backend != "cpp"
     assert torch._inductor.utils.get_current_backend("openreg") == "cpp"
 
@@ -360,6 +385,7 @@ def test_inductor_still_needs_cpu_guard_patch():
     reindexing fails on an openreg graph. When this test fails, PyTorch no longer needs the patch."""
     from torch._inductor.scheduler import BaseSchedulerNode
 
+    torch.openreg._inductor_backend_init()
     patched = BaseSchedulerNode.is_cpu
     BaseSchedulerNode.is_cpu = patches.original_is_cpu()
     try:

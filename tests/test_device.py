@@ -8,6 +8,7 @@ import torch
 
 import torch_openreg
 from conftest import run_python
+from torch_openreg import _build_info
 
 openreg = torch.openreg
 
@@ -85,36 +86,39 @@ def test_registration_is_reentrant_and_generates_methods():
     assert torch.device("openreg:1").type == "openreg"
 
 
-def test_import_rejects_a_torch_it_was_not_built_for():
-    result = run_python(
-        """
+def _import_under(version: str):
+    return run_python(
+        f"""
         import torch
-        torch.__version__ = "1.0.0"
+        torch.__version__ = {version!r}
         try:
             import torch_openreg
+            print(torch.randn(2, device="openreg").device)
         except ImportError as e:
             print(e)
         """,
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )
-    assert result.returncode == 0, result.stderr
-    assert "built against torch 2.13.0" in result.stdout
-    assert "but torch 1.0.0" in result.stdout
 
 
-def test_import_accepts_another_build_of_the_same_release():
-    # The CUDA build of 2.13.0 satisfies the wheel's torch==2.13.0 and shares libtorch_cpu's ABI.
-    result = run_python(
-        """
-        import torch
-        torch.__version__ = "2.13.0+cu128"
-        import torch_openreg
-        print(torch.randn(2, device="openreg").device)
-        """,
-        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
-    )
-    assert result.returncode == 0, result.stderr
-    assert "openreg:0" in result.stdout
+def test_import_rejects_another_minor_release_of_torch():
+    built = _build_info.TORCH_VERSION
+    major, minor = (int(p) for p in built.split(".")[:2])
+    for other in ("1.0.0", f"{major}.{minor + 1}.0", f"{major}.{minor - 1}.9"):
+        result = _import_under(other)
+        assert result.returncode == 0, result.stderr
+        assert f"built against torch {built}" in result.stdout, result.stdout
+        assert f"needs torch {major}.{minor}.x, but torch {other}" in result.stdout, result.stdout
+        assert "pip install --no-build-isolation" in result.stdout
+
+
+def test_import_accepts_every_patch_release_and_build_of_the_same_minor_release():
+    # A 2.14.1 build runs on 2.14.0; the CUDA build of a release shares libtorch_cpu's ABI with +cpu.
+    major, minor = _build_info.TORCH_VERSION.split(".")[:2]
+    for same in (f"{major}.{minor}.0", f"{major}.{minor}.7", f"{major}.{minor}.0+cu130", f"{major}.{minor}.1+cpu"):
+        result = _import_under(same)
+        assert result.returncode == 0, result.stderr
+        assert "openreg:0" in result.stdout, (same, result.stdout)
 
 
 def test_device_queries_follow_the_configuration():

@@ -161,3 +161,25 @@ def test_the_wheel_still_lacks_the_header_py_symbolize_needs():
     include = Path(torch.__file__).parent / "include"
     assert (include / "torch/csrc/profiler/python/combined_traceback.h").exists()
     assert not (include / "nlohmann/json.hpp").exists()
+
+
+@pytest.mark.parametrize("name", ["_snapshot", "_dump_snapshot"])
+def test_the_memory_history_functions_take_torch_cuda_s_parameters(name):
+    # Libraries call these through torch.get_device_module(...).memory with CUDA's keywords, which
+    # grow between releases (augment_with_fx_traces): each of torch.cuda's parameters is ours too.
+    import inspect
+
+    import torch.cuda.memory
+
+    ours = inspect.signature(getattr(memory, name)).parameters
+    theirs = inspect.signature(getattr(torch.cuda.memory, name)).parameters.values()
+    missing = [p.name for p in theirs if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in ours]
+    assert not missing, f"torch.openreg.memory.{name} lacks {missing} of torch.cuda.memory.{name}"
+
+
+def test_snapshot_augmented_with_fx_traces_keeps_the_segments(recording):
+    kept = _make(4)
+    plain, augmented = memory._snapshot(), memory._snapshot(augment_with_fx_traces=True)
+    assert [s["total_size"] for s in augmented["segments"]] == [s["total_size"] for s in plain["segments"]]
+    assert len(_allocated_blocks(augmented)) == len(_allocated_blocks(plain)) >= 1
+    del kept

@@ -1,7 +1,10 @@
 """Generators of openreg devices: the same engine and state layout as the CPU generator, so the
 same seed gives the same stream; the torch.openreg random API shaped like torch.cuda's."""
 
+import pytest
 import torch
+
+from torch_openreg._compat import torch_before
 
 openreg = torch.openreg
 
@@ -51,3 +54,20 @@ def test_seed_is_non_deterministic_and_seed_all_aligns_devices():
     assert openreg.initial_seed() != first
     openreg.seed_all()
     assert torch.equal(openreg.get_rng_state(0), openreg.get_rng_state(1))
+
+
+@pytest.mark.skipif(torch_before(2, 14), reason="torch.accelerator.random is new in torch 2.14")
+def test_torch_accelerator_random_reads_openreg_s_generators():
+    # 2.14's device-generic RNG API goes through the hooks' getDefaultGenerator(index).
+    openreg.manual_seed_all(11)
+    openreg.manual_seed(99)  # the current device only
+    random = torch.accelerator.random
+    assert random.initial_seed() == openreg.initial_seed() == 99
+    assert random.initial_seed(1) == openreg.initial_seed(1) == 11
+    assert torch.equal(random.get_rng_state(), openreg.get_rng_state())
+    torch.randn(4, device="openreg:1")  # moves device 1's state only
+    assert torch.equal(random.get_rng_state(1), openreg.get_rng_state(1))
+    assert not torch.equal(random.get_rng_state(1), random.get_rng_state(0))
+    states = random.get_rng_state_all()
+    assert len(states) == openreg.device_count()
+    assert all(torch.equal(a, b) for a, b in zip(states, openreg.get_rng_state_all(), strict=True))

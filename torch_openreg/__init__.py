@@ -11,26 +11,35 @@ import torch
 
 from . import _build_info
 
+
 # Note [Build and runtime torch must match]
-# The extension is compiled against one torch's C++ headers and ABI; loading it into another
-# torch fails with undefined symbols or, worse, runs with mismatched layouts. Say so plainly.
-# The release is compared without its local label (2.13.0+cpu against 2.13.0+cu128): the builds of
-# one release for different accelerators share the C++ headers and ABI of libtorch_cpu, which is
-# all this extension links, and the wheel's requirement (torch==2.13.0) admits every one of them.
+# The extension is compiled against one torch minor release's C++ headers and ABI; loading it into
+# another minor release fails with undefined symbols or, worse, runs with mismatched layouts (the
+# interfaces it implements gain virtuals between minors). So the build's minor release (X.Y) must be
+# the running one's. The patch release and the local label are free: patch releases are
+# cherry-picks that keep the minor's C++ ABI (a build against 2.14.1 runs on 2.14.0), and the
+# builds of one release for different accelerators (2.13.0+cpu, 2.13.0 from PyPI, a CUDA build)
+# share libtorch_cpu's headers and ABI, which is all this extension links. The wheel requires the
+# same range (Note [The wheel's tag and torch pin] in setup.py).
+def _minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
 if (
-    str(torch.__version__).split("+")[0] != _build_info.TORCH_VERSION.split("+")[0]
+    _minor(str(torch.__version__)) != _minor(_build_info.TORCH_VERSION)
     or bool(torch._C._GLIBCXX_USE_CXX11_ABI) != _build_info.CXX11_ABI
 ):
     raise ImportError(
         f"torch_openreg was built against torch {_build_info.TORCH_VERSION} "
-        f"(C++11 ABI {_build_info.CXX11_ABI}) but torch {torch.__version__} "
-        f"(C++11 ABI {bool(torch._C._GLIBCXX_USE_CXX11_ABI)}) is running. "
+        f"(C++11 ABI {_build_info.CXX11_ABI}), so it needs torch {_minor(_build_info.TORCH_VERSION)}.x, "
+        f"but torch {torch.__version__} (C++11 ABI {bool(torch._C._GLIBCXX_USE_CXX11_ABI)}) is running. "
         "Rebuild torch_openreg against the installed torch: "
-        "pip install --no-build-isolation --force-reinstall <path to openreg>."
+        "pip install --no-build-isolation --force-reinstall <path to the openreg source tree> "
+        "(docs/versions.md lists the supported releases)."
     )
 
 # _C loads libtorch_openreg, whose guard and hooks register themselves.
-from . import _C, openreg  # noqa: F401
+from . import _C, openreg  # noqa: E402,F401
 
 _BACKEND_NAME = "openreg"
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <vector>
 
+#include "compat/TorchVersion.h"  // stops a build for a torch outside the supported window
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"

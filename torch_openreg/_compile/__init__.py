@@ -16,6 +16,11 @@ part the moment the module holding its registry finishes loading:
 A module already loaded gets its part at once. The hook is an import finder (sys.meta_path) that
 wraps the module's own loader, so the module loads as it would and the registration runs after;
 it patches nothing of torch.
+
+From torch 2.15 on, Inductor asks the device module itself: init_backend_registration(), which
+runs before every compilation's lowering, calls `torch.openreg._inductor_backend_init()` until the
+device has a scheduling. That hook registers Inductor's three parts (register_inductor below), so
+on 2.15 the import finder waits for torch._dynamo alone (a version gate, Note [Version gates]).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from .._compat import torch_before
 
 
 def _register_dynamo() -> None:
@@ -61,12 +68,21 @@ def _apply_patches() -> None:
     patches.apply()
 
 
-_HOOKS: dict[str, Callable[[], None]] = {
-    "torch._dynamo": _register_dynamo,
-    "torch._inductor.codegen.common": _register_device_op_overrides,
-    "torch._inductor.codegen.cpp": _register_inductor_backend,
-    "torch._inductor.scheduler": _apply_patches,
-}
+def register_inductor() -> None:
+    """Inductor's parts at once: `torch.openreg._inductor_backend_init`, which torch >= 2.15's
+    Inductor calls before lowering a graph for openreg."""
+    _register_device_op_overrides()
+    _register_inductor_backend()
+    _apply_patches()
+
+
+_HOOKS: dict[str, Callable[[], None]] = {"torch._dynamo": _register_dynamo}
+if torch_before(2, 15):  # needed while torch < 2.15: Inductor does not call _inductor_backend_init
+    _HOOKS |= {
+        "torch._inductor.codegen.common": _register_device_op_overrides,
+        "torch._inductor.codegen.cpp": _register_inductor_backend,
+        "torch._inductor.scheduler": _apply_patches,
+    }
 _pending: dict[str, Callable[[], None]] = {}
 _lock = threading.Lock()
 

@@ -156,6 +156,14 @@ def _sleep(milliseconds: int) -> None:
     _C._sleep(milliseconds)
 
 
+def _inductor_backend_init() -> None:
+    """Registers openreg with Inductor. torch >= 2.15 calls it before lowering a graph for the
+    device (Note [Registration when Dynamo and Inductor load], torch_openreg/_compile)."""
+    from torch_openreg._compile import register_inductor
+
+    register_inductor()
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 

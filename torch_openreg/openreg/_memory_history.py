@@ -52,15 +52,21 @@ def _record_memory_history(
         _C._record_memory_history(True, max_entries if enabled == "all" else 0, stacks == "all")
 
 
-def _snapshot(device: Any = None) -> dict[str, Any]:
+def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
     """`{"segments": [...], "device_traces": [[...] per device]}`: every segment with its blocks
     (each allocated block with the frames of its allocation, when recorded) and the recorded trace,
-    as `torch.cuda.memory._snapshot()` returns them."""
+    as `torch.cuda.memory._snapshot()` returns them. `augment_with_fx_traces` adds the FX node
+    of each frame of generated code, with the function torch.cuda uses (torch._utils)."""
     del device  # as torch.cuda: the snapshot covers every device
-    return _C._memory_history_snapshot()
+    snapshot = _C._memory_history_snapshot()
+    if augment_with_fx_traces:
+        from torch._utils import _augment_memory_snapshot_stack_traces
+
+        snapshot = _augment_memory_snapshot_stack_traces(snapshot)
+    return snapshot
 
 
-def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
     """Pickles `_snapshot()` to `filename`, the file pytorch.org/memory_viz opens."""
     with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
+        pickle.dump(_snapshot(augment_with_fx_traces=augment_with_fx_traces), f)
