@@ -9,6 +9,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from torch_openreg._compat import torch_before
+
 openreg = torch.openreg
 aten = torch.ops.aten
 g = torch.Generator().manual_seed(0)
@@ -120,6 +122,27 @@ def test_attention_forward_and_backward_equal_cpu_bitwise(dtype, case):
     assert same(out_d, out) and out_d.stride() == out.stride()
     for a, b in ((qd, q), (kd, k), (vd, v)):
         assert same(a.grad, b.grad), case
+
+
+@pytest.mark.parametrize("mask_dims", [None, 2, 3])
+def test_three_d_attention_equals_cpu_bitwise_with_the_cpu_s_kernel_choice(mask_dims):
+    # 3-d (H, L, E) inputs take the CPU's flash kernel from torch 2.14 on (as one batch), math before.
+    q, k, v = (randn(4, 8, 16).requires_grad_() for _ in range(3))
+    kwargs = {} if mask_dims is None else {"attn_mask": randn(*(4, 8, 8)[3 - mask_dims:])}
+    out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    out.backward(torch.ones_like(out))
+    qd, kd, vd = (dev(t) for t in (q, k, v))
+    kw = {key: dev(x) for key, x in kwargs.items()}
+    cpu_choice = torch._fused_sdp_choice(q, k, v, **kwargs)
+    assert cpu_choice == (SDPBackend.MATH if torch_before(2, 14) else SDPBackend.FLASH_ATTENTION).value
+    assert torch._fused_sdp_choice(qd, kd, vd, **kw) == (
+        SDPBackend.MATH if torch_before(2, 14) else SDPBackend.OVERRIDEABLE
+    ).value
+    out_d = F.scaled_dot_product_attention(qd, kd, vd, **kw)
+    out_d.backward(torch.ones_like(out_d))
+    assert same(out_d, out)
+    for a, b in ((qd, q), (kd, k), (vd, v)):
+        assert same(a.grad, b.grad)
 
 
 def test_outputs_have_the_cpu_flash_kernel_values_in_the_meta_kernel_layouts():

@@ -49,15 +49,19 @@ def test_set_device_initializes_the_device_module(tmp_path):
     assert result.stdout.split() == ["False", "True", "1"]
 
 
-def test_default_backend_type_patch_still_needed():
-    """Fails once PyTorch gives a group made with no backend the CUSTOM default type itself: then
-    delete torch_openreg/_distributed_patch.py (Note [Default backend type])."""
+def test_default_backend_type_is_custom_with_the_patch_before_2_14_and_without_it_from_2_14():
+    """Note [Default backend type]: torch < 2.14 gives a group made with no backend the GLOO default
+    type, which DDP cannot find, and our patch sets CUSTOM; torch 2.14 sets CUSTOM itself, and the
+    patch is not applied. When this fails on an old release, PyTorch changed its mind."""
     from conftest import run_python
+    from torch_openreg._compat import torch_before
 
     code = """
         import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d
-        patched = c10d._new_process_group_helper
-        for helper in (patched.__wrapped_original__, patched):
+        current = c10d._new_process_group_helper
+        helpers = [getattr(current, "__wrapped_original__", None), current]
+        print(helpers[0] is not None)
+        for helper in filter(None, helpers):
             c10d._new_process_group_helper = helper
             dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1)
             print(dist.group.WORLD._get_backend_name())
@@ -70,6 +74,12 @@ def test_default_backend_type_patch_still_needed():
     """
     result = run_python(code, env={"GLOO_SOCKET_IFNAME": "lo"})
     assert result.returncode == 0, result.stderr
-    unpatched, patched = result.stdout.split()[:2], result.stdout.split()[2:]
-    assert unpatched == ["gloo", "ddp-failed"], f"PyTorch fixed it ({unpatched}): delete the patch"
-    assert patched == ["custom", "ddp-ok"]
+    applied, *outcomes = result.stdout.split()
+    if torch_before(2, 14):
+        assert applied == "True"
+        unpatched, patched = outcomes[:2], outcomes[2:]
+        assert unpatched == ["gloo", "ddp-failed"], f"PyTorch fixed it ({unpatched}): end the patch's gate here"
+        assert patched == ["custom", "ddp-ok"]
+    else:
+        assert applied == "False", "the patch is applied on a release that does not need it"
+        assert outcomes == ["custom", "ddp-ok"], outcomes

@@ -1,4 +1,5 @@
-"""The one patch torch.distributed 2.13.0 needs for occl; see Note [Default backend type].
+"""The one patch torch.distributed 2.13 needs for occl; see Note [Default backend type]. Applied
+only while torch < 2.14 (torch_openreg/distributed.py): 2.14 sets the type itself.
 
 # [marker: distributed-patch]
 Note [Default backend type]
@@ -9,8 +10,9 @@ has no Gloo backend, so everything that asks for the default backend fails:
 DistributedDataParallel raises "Could not find backend type 1". The fix is PyTorch's own
 behaviour for a custom backend named explicitly: a group whose backends are all custom plugins
 gets the CUSTOM default type. We wrap _new_process_group_helper to set it after the group is made,
-only in that case. tests/test_distributed.py::test_default_backend_type_patch_still_needed fails
-once PyTorch sets the type itself; then delete this file.
+only in that case. PyTorch 2.14 does it itself; tests/test_distributed.py::
+test_default_backend_type_is_custom_with_the_patch_before_2_14_and_without_it_from_2_14 checks both
+halves on each release. The file goes when the oldest supported release is 2.14.
 """
 
 import functools

@@ -13,6 +13,7 @@ import datetime
 import torch.distributed as dist
 
 from . import _C
+from ._compat import torch_before
 
 BACKEND_NAME = "occl"
 
@@ -66,9 +67,10 @@ def _register() -> None:
     _C.ProcessGroupOccl.options = property(lambda backend: options_class(
         BACKEND_NAME, datetime.timedelta(milliseconds=backend._timeout_ms)
     ))
-    from . import _distributed_patch
+    if torch_before(2, 14):  # needed while torch < 2.14: Note [Default backend type]
+        from . import _distributed_patch
 
-    _distributed_patch.apply()
+        _distributed_patch.apply()
 
 
 if dist.is_available():

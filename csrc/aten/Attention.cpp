@@ -64,6 +64,7 @@
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "aten/Registration.h"
+#include "compat/TorchVersion.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -150,7 +151,20 @@ int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tens
                   const std::optional<at::Tensor>& mask, double dropout, bool causal,
                   std::optional<double> /*scale*/, bool gqa) {
   const auto& ctx = at::globalContext();
+#if OPENREG_TORCH_BEFORE(2, 14)  // needed while torch < 2.14: 3-d inputs never take flash
   const sdp::sdp_params params{query, key, value, mask, dropout, causal, gqa};
+#else
+  // From 2.14, ATen's scaled_dot_product_attention runs 3-d (H, L, E) inputs through the CPU's
+  // flash kernel as one batch (it unsqueezes them, a 3-d mask too): the gates see the same.
+  const bool threeD = query.dim() == 3 && key.dim() == 3 && value.dim() == 3;
+  const auto batched = [threeD](const at::Tensor& t) { return threeD ? t.unsqueeze(0) : t; };
+  std::optional<at::Tensor> batchedMask = mask;
+  if (threeD && mask.has_value() && mask->defined() && mask->dim() == 3) {
+    batchedMask = mask->unsqueeze(0);
+  }
+  const sdp::sdp_params params{batched(query), batched(key), batched(value), batchedMask, dropout,
+                               causal,         gqa};
+#endif
   const bool overrideable = ctx.userEnabledOverrideableSDP();
   const std::string why = overrideable ? flashUnsupported(params) : "";
   if (overrideable && why.empty()) return static_cast<int64_t>(sdp::SDPBackend::overrideable);
