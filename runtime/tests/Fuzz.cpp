@@ -44,8 +44,8 @@
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ProcessInfo.h"
