@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed
+.PHONY: all setup build test test-abi test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed
 
 all: build
 
@@ -163,6 +163,36 @@ bench-compile: build
 
 clean:
 	rm -rf build
+
+# The C ABI (docs/runtime.md, "The C ABI"): libopenreg built by clang with C++20 and libc++, and its
+# tests run on that build; the PyTorch layer built by GCC with libstdc++ against that library
+# (OPENREG_RUNTIME_LIBRARY), into a copy of the package under build/abi-torch/package, so the
+# release build's shared objects stay as they are; then the Python suite on that package, except
+# tests/test_wheel.py, which packages the source tree's shared objects (the release build).
+# scripts/check_abi.py asserts which libraries the process has loaded.
+ABI_PACKAGE := $(CURDIR)/build/abi-torch/package
+ABI_RUNTIME_LIB := $(CURDIR)/build/abi-runtime/runtime/libopenreg.so
+build/abi-runtime/CMakeCache.txt:
+	cmake -S . -B build/abi-runtime -DCMAKE_BUILD_TYPE=Release -DOPENREG_BUILD_BENCH=OFF $(CMAKE_COMMON) \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-stdlib=libc++ \
+	  -DCMAKE_EXE_LINKER_FLAGS=-stdlib=libc++ -DCMAKE_SHARED_LINKER_FLAGS=-stdlib=libc++
+build/abi-torch/CMakeCache.txt:
+	cmake -S . -B build/abi-torch -DCMAKE_BUILD_TYPE=Release -DOPENREG_BUILD_TESTS=OFF \
+	  -DOPENREG_BUILD_BENCH=OFF -DOPENREG_BUILD_TORCH=ON -DOPENREG_RUNTIME_LIBRARY=$(ABI_RUNTIME_LIB) \
+	  -DOPENREG_PACKAGE_DIR=$(ABI_PACKAGE)/torch_openreg -DPython3_EXECUTABLE=$(PYTHON) \
+	  -DCMAKE_PREFIX_PATH=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+
+test-abi:
+	@scripts/setup.sh abi
+	@$(MAKE) --no-print-directory build/abi-runtime/CMakeCache.txt build/abi-torch/CMakeCache.txt
+	cmake --build build/abi-runtime -j $(JOBS)
+	cd build/abi-runtime && ctest -j $(JOBS) --output-on-failure
+	@mkdir -p $(ABI_PACKAGE)
+	tar -c --exclude='*.so' --exclude=__pycache__ --exclude=_build_info.py torch_openreg | tar -x -C $(ABI_PACKAGE)
+	cmake --build build/abi-torch -j $(JOBS)
+	cp $(ABI_RUNTIME_LIB) $(ABI_PACKAGE)/torch_openreg/lib/libopenreg.so
+	PYTHONPATH=$(ABI_PACKAGE) $(PYTHON) scripts/check_abi.py $(ABI_PACKAGE)/torch_openreg
+	PYTHONPATH=$(ABI_PACKAGE) $(PYTHON) -m pytest -q tests --ignore=tests/test_wheel.py
 
 # torch.distributed on openreg (docs/distributed.md): the 2-rank checks of make test, then FSDP2,
 # DTensor, checkpoints, faults and torchrun launches (tests/distributed/dist_*.py, named so that

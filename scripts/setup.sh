@@ -4,6 +4,12 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3 python3-venv python3-dev)
+# `scripts/setup.sh abi` (make test-abi): also clang and LLVM's C++ standard library, to build
+# libopenreg with another compiler and standard library than the PyTorch layer (docs/runtime.md,
+# "The C ABI"). `make test` does not need them.
+if [ "${1:-}" = abi ]; then
+  APT_PACKAGES+=(clang libc++-dev libc++abi-dev)
+fi
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -88,8 +88,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
                    [to = std::move(to), from = std::move(from)]() mutable { to.copy_(from); });
     // A profiler shows it as the copy it is, not as a kernel (Note [Task activity]).
     const openreg::ScopedTaskLabel label(
-        openreg::TaskKind::Memcpy,
-        toDevice ? (fromDevice ? "Memcpy DtoD" : "Memcpy HtoD") : "Memcpy DtoH");
+        orTaskKindMemcpy, toDevice ? (fromDevice ? "Memcpy DtoD" : "Memcpy HtoD") : "Memcpy DtoH");
     OPENREG_CHECK(asynchronous ? openreg::launch(handle, std::move(task))
                                : openreg::launchAndWait(handle, std::move(task)));
   }

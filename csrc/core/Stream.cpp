@@ -165,7 +165,7 @@ OpenRegStream getStreamFromExternal(orStream_t stream, DeviceIndex device) {
 void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
   TORCH_CHECK(milliseconds >= 0, "openreg: _sleep needs a non-negative duration, got ",
               milliseconds);
-  const openreg::ScopedTaskLabel label(openreg::TaskKind::Kernel, "openreg::_sleep");
+  const openreg::ScopedTaskLabel label(orTaskKindKernel, "openreg::_sleep");
   OPENREG_CHECK(openreg::launch(stream.stream(), [milliseconds] {
     std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
   }));

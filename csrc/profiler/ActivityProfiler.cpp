@@ -54,25 +54,25 @@ const std::set<ActivityType>& deviceActivityTypes() {
   return types;
 }
 
-ActivityType typeOf(TaskKind kind) {
+ActivityType typeOf(orTaskKind kind) {
   switch (kind) {
-    case TaskKind::Memcpy:
+    case orTaskKindMemcpy:
       return ActivityType::GPU_MEMCPY;
-    case TaskKind::Memset:
+    case orTaskKindMemset:
       return ActivityType::GPU_MEMSET;
-    case TaskKind::Kernel:
+    case orTaskKindKernel:
       break;
   }
   return ActivityType::CONCURRENT_KERNEL;
 }
 
-const char* launchName(TaskKind kind) {
+const char* launchName(orTaskKind kind) {
   switch (kind) {
-    case TaskKind::Memcpy:
+    case orTaskKindMemcpy:
       return "orMemcpyAsync";
-    case TaskKind::Memset:
+    case orTaskKindMemset:
       return "orMemsetAsync";
-    case TaskKind::Kernel:
+    case orTaskKindKernel:
       break;
   }
   return "openreg::launch";

@@ -5,9 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -45,7 +48,7 @@ Recorder& recorder() {
 }
 
 thread_local std::vector<std::uint64_t> tCorrelations;
-thread_local TaskKind tKind = TaskKind::Kernel;
+thread_local orTaskKind tKind = orTaskKindKernel;
 thread_local const char* tName = nullptr;
 
 std::int64_t launchingThread() {
@@ -71,17 +74,12 @@ class TimedTask {
     finish();
   }
 
-  void operator()() {
+  // Runs the task it wraps with the same context, so that task's failure is the launch's.
+  void operator()(orTaskContext_t context) {
     activity_.startNs = nowNs();
-    try {
-      task_();
-    } catch (...) {
-      activity_.endNs = nowNs();
-      activity_.failed = true;
-      finish();
-      throw;
-    }
+    task_.run(context);
     activity_.endNs = nowNs();
+    activity_.failed = context->failed;
     finish();
   }
   void accesses(AccessList& out) const { task_.accesses(out); }
@@ -110,7 +108,7 @@ class TimedTask {
 // cannot fail once the TimedTask exists.
 struct HeldTimedTask {
   std::unique_ptr<TimedTask> timed;
-  void operator()() { (*timed)(); }
+  void operator()(orTaskContext_t context) { (*timed)(context); }
   void accesses(AccessList& out) const { timed->accesses(out); }
 };
 
@@ -130,7 +128,7 @@ void wrapForActivity(const Stream& stream, StreamOp& op) {
     r.inFlight.fetch_sub(1, std::memory_order_seq_cst);
     return;
   }
-  TaskActivity activity;
+  TaskActivity activity{};
   activity.kind = tKind;
   activity.name = tName;
   activity.device = stream.device();
@@ -149,101 +147,151 @@ void wrapForActivity(const Stream& stream, StreamOp& op) {
   op.task = Task(HeldTimedTask{std::move(timed)});
 }
 
-bool beginTaskActivity() {
+}  // namespace openreg
+
+using namespace openreg;
+
+extern "C" {
+
+orError_t orActivityBegin(void) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> control(r.control);
-  if (detail::gActivityRecording.load(std::memory_order_seq_cst)) return false;
+  if (detail::gActivityRecording.load(std::memory_order_seq_cst)) {
+    return fail(orErrorNotPermitted, "openreg: orActivityBegin: a recording is already on");
+  }
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.done.clear();
     ++r.generation;
   }
   detail::gActivityRecording.store(true, std::memory_order_seq_cst);
-  return true;
+  return orSuccess;
 }
 
-std::vector<TaskActivity> endTaskActivity() {
+orError_t orActivityEnd(orTaskActivity** activities, size_t* count) {
+  OR_REQUIRE_NOT_NULL(activities);
+  OR_REQUIRE_NOT_NULL(count);
+  // It waits for tasks queued behind the calling one: see Note [Synchronizing inside a task].
+  if (onDeviceWorker()) return synchronizingInTask(__func__);
+  *activities = nullptr;
+  *count = 0;
   Recorder& r = recorder();
   std::lock_guard<std::mutex> control(r.control);
-  if (!detail::gActivityRecording.exchange(false, std::memory_order_seq_cst)) return {};
+  if (!detail::gActivityRecording.exchange(false, std::memory_order_seq_cst)) return orSuccess;
   while (r.inFlight.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  std::vector<TaskActivity> out;
-  std::lock_guard<std::mutex> lock(r.mutex);
-  out.swap(r.done);
-  return out;
+  std::vector<TaskActivity> done;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    done.swap(r.done);
+  }
+  if (done.empty()) return orSuccess;
+  // malloc: the caller releases it with orActivityFree, whatever its own allocator is.
+  auto* out = static_cast<orTaskActivity*>(std::malloc(done.size() * sizeof(orTaskActivity)));
+  if (out == nullptr) {
+    return fail(orErrorMemoryAllocation, "openreg: orActivityEnd: no host memory for " +
+                                             std::to_string(done.size()) +
+                                             " activities; they are lost");
+  }
+  std::copy(done.begin(), done.end(), out);
+  *activities = out;
+  *count = done.size();
+  return orSuccess;
 }
 
-bool taskActivityOn() noexcept {
-  return recordingActivity();
+void orActivityFree(orTaskActivity* activities) {
+  std::free(activities);
 }
 
-void pushLaunchCorrelation(std::uint64_t id) noexcept {
+orError_t orActivityGetRecording(bool* recording) {
+  OR_REQUIRE_NOT_NULL(recording);
+  *recording = recordingActivity();
+  return orSuccess;
+}
+
+orError_t orActivityPushCorrelation(uint64_t id) {
   try {
     tCorrelations.push_back(id);
   } catch (...) {
-    // Out of host memory: launches keep the enclosing id.
+    return fail(orErrorMemoryAllocation,
+                "openreg: orActivityPushCorrelation: no host memory; launches keep the enclosing "
+                "id");
   }
+  return orSuccess;
 }
 
-void popLaunchCorrelation() noexcept {
+orError_t orActivityPopCorrelation(void) {
   if (!tCorrelations.empty()) tCorrelations.pop_back();
+  return orSuccess;
+}
+
+orError_t orActivitySetLabel(orTaskKind kind, const char* name, orTaskKind* previousKind,
+                             const char** previousName) {
+  if (kind != orTaskKindKernel && kind != orTaskKindMemcpy && kind != orTaskKindMemset) {
+    return fail(orErrorInvalidValue, "openreg: orActivitySetLabel: kind " +
+                                         std::to_string(static_cast<int>(kind)) +
+                                         " is not an orTaskKind");
+  }
+  if (previousKind != nullptr) *previousKind = tKind;
+  if (previousName != nullptr) *previousName = tName;
+  tKind = kind;
+  tName = name;
+  return orSuccess;
 }
 
 // [marker: host-activity-end]
-void HostActivity::begin(orStream_t handle, const char* name) noexcept {
-  if (!recordingActivity()) return;
+orError_t orHostActivityBegin(orHostActivity* host, orStream_t handle, const char* name) {
+  OR_REQUIRE_NOT_NULL(host);
+  host->generation = 0;
+  if (!recordingActivity()) return orSuccess;
   // No runtime or no such stream: nothing to put the activity on.
-  if (ensureInitialized() != orSuccess) return;
+  if (ensureInitialized() != orSuccess) return orSuccess;
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return;
+  if (stream == nullptr) return orSuccess;
   Recorder& r = recorder();
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    if (!detail::gActivityRecording.load(std::memory_order_seq_cst)) return;
-    generation_ = r.generation;
+    if (!detail::gActivityRecording.load(std::memory_order_seq_cst)) return orSuccess;
+    host->generation = r.generation;
   }
-  activity_.kind = TaskKind::Kernel;
-  activity_.name = name;
-  activity_.device = stream->device();
-  activity_.stream = stream->handle();
-  activity_.correlation = tCorrelations.empty() ? 0 : tCorrelations.back();
-  activity_.launchThread = launchingThread();
-  activity_.launchNs = nowNs();
-  activity_.startNs = activity_.launchNs;
+  orTaskActivity& a = host->activity;
+  a = orTaskActivity{};
+  a.kind = orTaskKindKernel;
+  a.name = name;
+  a.device = stream->device();
+  a.stream = stream->handle();
+  a.correlation = tCorrelations.empty() ? 0 : tCorrelations.back();
+  a.launchThread = launchingThread();
+  a.launchNs = nowNs();
+  a.startNs = a.launchNs;
+  return orSuccess;
 }
 
-void HostActivity::start() noexcept {
-  if (generation_ != 0) activity_.startNs = nowNs();
+orError_t orHostActivityStart(orHostActivity* host) {
+  OR_REQUIRE_NOT_NULL(host);
+  if (host->generation != 0) host->activity.startNs = nowNs();
+  return orSuccess;
 }
 
-void HostActivity::end(bool failed) noexcept {
-  if (generation_ == 0) return;
-  activity_.endNs = nowNs();
-  activity_.failed = failed;
+orError_t orHostActivityEnd(orHostActivity* host, bool failed) {
+  OR_REQUIRE_NOT_NULL(host);
+  if (host->generation == 0) return orSuccess;
+  host->activity.endNs = nowNs();
+  host->activity.failed = failed;
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  // endTaskActivity clears the flag before it takes the list under this lock.
-  if (detail::gActivityRecording.load(std::memory_order_seq_cst) && r.generation == generation_) {
+  // orActivityEnd clears the flag before it takes the list under this lock.
+  if (detail::gActivityRecording.load(std::memory_order_seq_cst) &&
+      r.generation == host->generation) {
     try {
-      r.done.push_back(activity_);
+      r.done.push_back(host->activity);
     } catch (...) {
       // Out of host memory: the activity is lost.
     }
   }
-  generation_ = 0;
+  host->generation = 0;
+  return orSuccess;
 }
 
-ScopedTaskLabel::ScopedTaskLabel(TaskKind kind, const char* name) noexcept
-    : previousKind_(tKind), previousName_(tName) {
-  tKind = kind;
-  tName = name;
-}
-
-ScopedTaskLabel::~ScopedTaskLabel() {
-  tKind = previousKind_;
-  tName = previousName_;
-}
-
-}  // namespace openreg
+}  // extern "C"

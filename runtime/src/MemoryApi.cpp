@@ -123,7 +123,7 @@ struct CopyTask {
     *fault = f;
   }
   void accesses(AccessList& out) const {
-    out.push_back({src, count, /*read=*/true});
+    out.push_back({src, count, /*read=*/true, /*write=*/false, /*cover=*/false});
     out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
   }
   const char* name() const { return call; }
@@ -156,7 +156,7 @@ StreamOp copyOp(const char* call, void* dst, const void* src, std::size_t count,
 ScopedTaskLabel copyLabel(const Side& d, const Side& s) {
   const char* name = d.device != nullptr ? (s.device != nullptr ? "Memcpy DtoD" : "Memcpy HtoD")
                                          : (s.device != nullptr ? "Memcpy DtoH" : "Memcpy HtoH");
-  return ScopedTaskLabel(TaskKind::Memcpy, name);
+  return ScopedTaskLabel(orTaskKindMemcpy, name);
 }
 
 // A copy that completes before the call returns: orMemcpy, and orMemcpyAsync with pageable memory.
@@ -193,7 +193,7 @@ orError_t enqueueMemset(const char* call, Stream& stream, void* devPtr, int valu
     return e;
   StreamOp op;
   op.task = Task(MemsetTask{d->memory.toKernel(devPtr), value, count});
-  const ScopedTaskLabel label(TaskKind::Memset, "Memset");
+  const ScopedTaskLabel label(orTaskKindMemset, "Memset");
   return launchOp(stream, std::move(op), mustComplete);
 }
 

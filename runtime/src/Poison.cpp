@@ -75,7 +75,7 @@ void PoisonMap::clear(std::uintptr_t address, std::size_t bytes) {
   count_.store(ranges_.size(), std::memory_order_release);
 }
 
-FailureRef PoisonMap::findRead(const AccessList& accesses) const {
+FailureRef PoisonMap::findRead(std::span<const MemoryAccess> accesses) const {
   for (const MemoryAccess& access : accesses) {
     std::uintptr_t address;
     if (!access.read || !deviceRange(access, &address)) continue;
@@ -84,14 +84,14 @@ FailureRef PoisonMap::findRead(const AccessList& accesses) const {
   return nullptr;
 }
 
-void PoisonMap::poisonWrites(const AccessList& accesses, const FailureRef& failure) {
+void PoisonMap::poisonWrites(std::span<const MemoryAccess> accesses, const FailureRef& failure) {
   for (const MemoryAccess& access : accesses) {
     std::uintptr_t address;
     if (access.write && deviceRange(access, &address)) poison(address, access.bytes, failure);
   }
 }
 
-void PoisonMap::clearCovered(const AccessList& accesses) {
+void PoisonMap::clearCovered(std::span<const MemoryAccess> accesses) {
   for (const MemoryAccess& access : accesses) {
     std::uintptr_t address;
     if (access.cover && deviceRange(access, &address)) clear(address, access.bytes);

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "Failure.h"
 
@@ -49,11 +50,11 @@ class PoisonMap {
   void clear(std::uintptr_t address, std::size_t bytes);
 
   // For a task about to run: the failure poisoning any range it reads, or nullptr.
-  FailureRef findRead(const AccessList& accesses) const;
+  FailureRef findRead(std::span<const MemoryAccess> accesses) const;
   // After a task failed with `failure` (or did not run because of it): poisons what it writes.
-  void poisonWrites(const AccessList& accesses, const FailureRef& failure);
+  void poisonWrites(std::span<const MemoryAccess> accesses, const FailureRef& failure);
   // After a task succeeded: clears what it covered.
-  void clearCovered(const AccessList& accesses);
+  void clearCovered(std::span<const MemoryAccess> accesses);
 
  private:
   struct Range {

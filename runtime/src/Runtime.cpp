@@ -135,20 +135,6 @@ orError_t report(const Failure& failure) {
   return orErrorLaunchFailure;
 }
 
-int lastErrorCategory() noexcept {
-  return tLastCategory;
-}
-
-// [marker: check-host-accesses]
-orError_t checkHostAccesses(const AccessList& accesses) {
-  OR_ENTER();
-  PoisonMap& poison = poisonMap();
-  if (!poison.active()) return orSuccess;
-  if (FailureRef failure = poison.findRead(accesses)) return report(*failure);
-  poison.clearCovered(accesses);
-  return orSuccess;
-}
-
 orError_t nullArgument(const char* call, const char* parameter) {
   return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": " + parameter + " is NULL");
 }
@@ -243,3 +229,39 @@ void waitForAllDevices() {
 }
 
 }  // namespace openreg
+
+extern "C" {
+
+orError_t orGetLastErrorCategory(int* category) {
+  OR_REQUIRE_NOT_NULL(category);
+  *category = openreg::tLastCategory;
+  return orSuccess;
+}
+
+// [marker: check-host-accesses]
+orError_t orCheckHostAccesses(const orMemoryAccess* accesses, size_t count) {
+  using namespace openreg;
+  OR_ENTER();
+  if (accesses == nullptr && count != 0) return nullArgument(__func__, "accesses");
+  PoisonMap& poison = poisonMap();
+  if (!poison.active()) return orSuccess;
+  if (FailureRef failure = poison.findRead({accesses, count})) return report(*failure);
+  poison.clearCovered({accesses, count});
+  return orSuccess;
+}
+
+orError_t orTaskFail(orTaskContext_t context, int category, const char* message) {
+  OR_REQUIRE_NOT_NULL(context);
+  if (context->failed) return orSuccess;  // the first report counts
+  context->failed = true;
+  context->failure.category = category;
+  try {
+    context->failure.message = message != nullptr ? message : "a task failed without a message";
+  } catch (...) {
+    // No host memory for the message: the failure and its category still count.
+    context->failure.message.clear();
+  }
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -115,7 +115,9 @@ bool Stream::awaitMoreWork() {
 }
 
 // Note [Task errors]
-// A task that throws is not fatal for the device (a real GPU's context would be, after a fault).
+// A task that fails (it reports a failure with orTaskFail; an openreg::Task's callable throws, and
+// the Task reports it on its side of the C ABI: Note [Tasks across the C ABI] in runtime.h) is not
+// fatal for the device (a real GPU's context would be, after a fault).
 // Its failure (Failure.h: the message, naming the device, and the task's category) goes three
 // ways, so that no value computed by or from the failed task is ever read as data:
 //  - the memory it writes is poisoned (Note [Poisoned memory] in Poison.h): any later task, copy
@@ -142,19 +144,20 @@ void Stream::runTask(Task& task, FailureRef* outcome) {
       return;
     }
   }
-  Failure what;  // built only on failure: the fast path allocates nothing
+  orTaskContext_st
+      context;  // its message is built only on failure: the fast path allocates nothing
   try {
-    task();
+    task.run(&context);
+  } catch (...) {
+    // A run function broke orTaskOps' contract (nothing may unwind into the runtime). An exception
+    // of the runtime's own C++ library is still caught here; another library's may not be.
+    orTaskFail(&context, 0, "a task's run function let an exception escape");
+  }
+  if (!context.failed) {
     if (watched) poison.clearCovered(accesses);
     return;
-  } catch (const TaskError& e) {
-    what.message = e.what();
-    what.category = e.category();
-  } catch (const std::exception& e) {
-    what.message = e.what();
-  } catch (...) {
-    what.message = "a task threw a non-standard exception";
   }
+  Failure what = std::move(context.failure);
   what.message =
       "openreg: a task failed on device " + std::to_string(device_) + ": " + what.message;
   const FailureRef failure = std::make_shared<const Failure>(std::move(what));

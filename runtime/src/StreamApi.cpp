@@ -3,6 +3,7 @@
 #include <openreg/task.hpp>
 
 #include <algorithm>
+#include <string>
 
 #include "Capture.h"
 #include "Runtime.h"
@@ -33,28 +34,18 @@ orError_t createStream(const char* call, orStream_t* out, int priority) {
 }
 
 // [marker: launch]
-// The one launch path, for openreg::launch and orLaunchHostFunc; `call` names the entry point.
+// The one launch path, for orLaunchTask and orLaunchHostFunc; `call` names the entry point. `op`
+// holds the task, already the runtime's: on error it is destroyed without running.
 // With `wait`, returns once the task has run (openreg::launchAndWait).
-orError_t launchOn(const char* call, orStream_t handle, Task&& task, bool wait = false) {
+orError_t launchOn(const char* call, orStream_t handle, StreamOp&& op, bool wait = false) {
   OR_ENTER();
   if (wait && onDeviceWorker()) return synchronizingInTask(call);
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream(call);
-  if (!task) return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": empty task");
-  StreamOp op;
-  op.task = std::move(task);
   return launchOp(*stream, std::move(op), wait);
 }
 
 }  // namespace
-
-namespace openreg {
-
-orError_t launchTask(orStream_t handle, Task&& task, bool wait) {
-  return launchOn("openreg::launch", handle, std::move(task), wait);
-}
-
-}  // namespace openreg
 
 extern "C" {
 
@@ -149,7 +140,37 @@ orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
     OR_ENTER();
     return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
   }
-  return launchOn("orLaunchHostFunc", stream, Task([fn, arg] { fn(arg); }));
+  StreamOp op;
+  op.task = Task([fn, arg] { fn(arg); });
+  return launchOn("orLaunchHostFunc", stream, std::move(op));
+}
+
+// [marker: launch-task]
+// Note [Tasks across the C ABI] in runtime.h. The object moves once, from the caller's storage
+// into the queued operation (no allocation), as it did when the C++ Task itself was passed.
+orError_t orLaunchTask(orStream_t stream, const orTaskOps* ops, void* task, size_t size,
+                       unsigned int flags) {
+  // No OR_ENTER here: the object is the runtime's once these checks pass, whatever comes after.
+  OR_REQUIRE_NOT_NULL(ops);
+  OR_REQUIRE_NOT_NULL(task);
+  if (ops->run == nullptr || ops->relocate == nullptr || ops->destroy == nullptr) {
+    return fail(orErrorInvalidValue,
+                "openreg: orLaunchTask: ops->run, ops->relocate and ops->destroy are required");
+  }
+  // From here on the object is the runtime's (runtime.h): destroyed in place if it cannot be taken.
+  if (size == 0 || size > OR_TASK_INLINE_BYTES) {
+    ops->destroy(task);
+    return fail(orErrorInvalidValue, "openreg: orLaunchTask: size must be 1.." +
+                                         std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
+                                         std::to_string(size));
+  }
+  if ((flags & ~static_cast<unsigned>(orLaunchTaskWait)) != 0) {
+    ops->destroy(task);
+    return fail(orErrorInvalidValue, "openreg: orLaunchTask: unknown flags");
+  }
+  StreamOp op;
+  op.task.adopt(ops, task);
+  return launchOn("orLaunchTask", stream, std::move(op), (flags & orLaunchTaskWait) != 0);
 }
 
 }  // extern "C"

@@ -38,14 +38,14 @@ TEST(Activity, TaskIsTimedByTheWorkerOnItsStreamWithItsCorrelation) {
   const auto tasks = record([&] {
     openreg::pushLaunchCorrelation(41);
     openreg::pushLaunchCorrelation(42);  // the innermost id is the one a task carries
-    const openreg::ScopedTaskLabel label(openreg::TaskKind::Kernel, "sleep 30 ms");
+    const openreg::ScopedTaskLabel label(orTaskKindKernel, "sleep 30 ms");
     ASSERT_TRUE(ok(openreg::launch(s, [] { sleepMs(30); })));
     openreg::popLaunchCorrelation();
     openreg::popLaunchCorrelation();
   });
   ASSERT_EQ(tasks.size(), 1u);
   const openreg::TaskActivity& t = tasks[0];
-  EXPECT_EQ(t.kind, openreg::TaskKind::Kernel);
+  EXPECT_EQ(t.kind, orTaskKindKernel);
   EXPECT_STREQ(t.name, "sleep 30 ms");
   EXPECT_EQ(t.device, 0);
   EXPECT_EQ(t.stream, reinterpret_cast<std::uint64_t>(s));
@@ -84,9 +84,9 @@ TEST(Activity, CopiesAndMemsetsAreNamedByDirection) {
     ASSERT_TRUE(ok(orMemcpy(host.data(), d, 256, orMemcpyDeviceToHost)));
   });
   ASSERT_EQ(tasks.size(), 3u);
-  EXPECT_EQ(tasks[0].kind, openreg::TaskKind::Memset);
+  EXPECT_EQ(tasks[0].kind, orTaskKindMemset);
   EXPECT_STREQ(tasks[0].name, "Memset");
-  EXPECT_EQ(tasks[1].kind, openreg::TaskKind::Memcpy);
+  EXPECT_EQ(tasks[1].kind, orTaskKindMemcpy);
   EXPECT_STREQ(tasks[1].name, "Memcpy HtoD");
   EXPECT_STREQ(tasks[2].name, "Memcpy DtoH");
   OR_OK(orFree(d));
@@ -173,7 +173,7 @@ TEST(Activity, HostActivityIsAnEntryOnItsStreamFromStartToEnd) {
   });
   ASSERT_EQ(tasks.size(), 1u);
   const openreg::TaskActivity& t = tasks[0];
-  EXPECT_EQ(t.kind, openreg::TaskKind::Kernel);
+  EXPECT_EQ(t.kind, orTaskKindKernel);
   EXPECT_STREQ(t.name, "host work");
   EXPECT_EQ(t.stream, reinterpret_cast<std::uint64_t>(s));
   EXPECT_EQ(t.correlation, 7u);

@@ -27,7 +27,8 @@ struct Kernel {
     for (std::size_t i = 0; i < n; ++i) out[i] = (in != nullptr ? in[i] : 0.0f) + 1.0f;
   }
   void accesses(openreg::AccessList& list) const {
-    if (in != nullptr) list.push_back({in, n * sizeof(float), /*read=*/true});
+    if (in != nullptr)
+      list.push_back({in, n * sizeof(float), /*read=*/true, /*write=*/false, /*cover=*/false});
     list.push_back({out, n * sizeof(float), /*read=*/false, /*write=*/true, /*cover=*/true});
   }
 };
@@ -189,7 +190,7 @@ TEST(ErrorModel, HostReadsOfPoisonedMemoryAreRefused) {
   Buffers buf;
   OR_OK(openreg::launch(nullptr, Kernel{nullptr, kernelPtr(buf.a), kN, /*fail=*/true}));
   EXPECT_EQ(orDeviceSynchronize(), orErrorLaunchFailure);
-  const openreg::AccessList read = {{buf.a, 8, /*read=*/true}};
+  const openreg::AccessList read = {{buf.a, 8, /*read=*/true, /*write=*/false, /*cover=*/false}};
   EXPECT_EQ(openreg::checkHostAccesses(read), orErrorLaunchFailure);
   EXPECT_NE(lastMessage().find(kOriginal), std::string::npos);
   const openreg::AccessList cover = {{buf.a, kN * sizeof(float), false, true, true}};

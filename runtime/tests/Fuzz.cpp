@@ -38,12 +38,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ProcessInfo.h"
@@ -52,6 +54,7 @@ extern "C" {  // FuzzCCalls.c
 const char* fuzzErrorName(int code);
 const char* fuzzErrorString(int code);
 orError_t fuzzMemcpyWithKind(void* dst, const void* src, size_t count, int kind);
+orError_t fuzzActivitySetLabelWithKind(int kind);
 orError_t fuzzMemcpyAsyncWithKind(void* dst, const void* src, size_t count, int kind,
                                   orStream_t stream);
 }
@@ -104,7 +107,10 @@ constexpr Documented kDocumented[] = {
     {"orStreamSynchronize", kHandle | kSync},
     {"orStreamWaitEvent", kValue | kHandle},
     {"orLaunchHostFunc", kValue | kHandle | kLaunch},
-    {"openreg::launch", kValue | kHandle | kLaunch},
+    {"orLaunchTask", kValue | kHandle | kNotPermitted | kCaptureUnsupported | kLaunch},
+    {"orGetLastErrorCategory", kValue},
+    {"orCheckHostAccesses", kValue | kLaunch},
+    {"orActivitySetLabel", kValue},
     {"orEventCreate", kValue | kMemory},
     {"orEventCreateWithFlags", kValue | kMemory},
     {"orEventRecord", kHandle},
@@ -1129,14 +1135,14 @@ class Fuzzer {
       }
       case 2: {
         state->launched.fetch_add(1);
-        call("openreg::launch", launchCodes(),
+        call("orLaunchTask", launchCodes(),
              [&] { return openreg::launch(s, [state] { state->ran.fetch_add(1); }); });
         break;
       }
       case 3: {
         gShared.throwingTasks.fetch_add(1);
         const bool standard = chance(50);
-        call("openreg::launch", kLaunch, [&] {
+        call("orLaunchTask", kLaunch, [&] {
           return openreg::launch(s, [standard] {
             if (standard) throw std::runtime_error("the fuzzer's task failed on purpose");
             throw 42;
@@ -1145,7 +1151,7 @@ class Fuzzer {
         break;
       }
       case 4: {
-        call("openreg::launch", launchCodes(),
+        call("orLaunchTask", launchCodes(),
              [&] { return openreg::launch(s, [state] { synchronizingTask(state); }); });
         break;
       }
@@ -1153,7 +1159,7 @@ class Fuzzer {
         // A task launching another: the inner launch never blocks, even under
         // OPENREG_LAUNCH_BLOCKING.
         state->launched.fetch_add(2);
-        call("openreg::launch", launchCodes(), [&] {
+        call("orLaunchTask", launchCodes(), [&] {
           return openreg::launch(s, [state] {
             state->ran.fetch_add(1);
             if (openreg::launch(nullptr, [state] { state->ran.fetch_add(1); }) != orSuccess) {
@@ -1171,7 +1177,28 @@ class Fuzzer {
         call("orLaunchHostFunc", kHandle, [&] {
           return orLaunchHostFunc(staleOrGarbageStream(), &Fuzzer::countingTask, state);
         });
-        call("openreg::launch", kValue, [&] { return openreg::launchTask(s, openreg::Task()); });
+        call("orLaunchTask", kValue, [&] { return openreg::launchTask(s, openreg::Task()); });
+        // A task object the runtime refuses after taking it over (a size beyond the inline
+        // storage, unknown flags) is destroyed by it, never run: the counter's reference goes.
+        auto held = std::make_shared<int>(0);
+        const std::pair<std::size_t, unsigned> refusals[] = {{OR_TASK_INLINE_BYTES + 1, 0},
+                                                             {8, 0x80}};
+        for (const auto& refused : refusals) {
+          openreg::Task task([held] { ++*held; });
+          const std::pair<const orTaskOps*, void*> given = task.release();
+          call("orLaunchTask", kValue, [&] {
+            return orLaunchTask(s, given.first, given.second, refused.first, refused.second);
+          });
+        }
+        if (held.use_count() != 1 || *held != 0) {
+          die("orLaunchTask kept or ran a task object it refused, " + context_);
+        }
+        int category = 0;
+        call("orGetLastErrorCategory", kValue, [&] { return orGetLastErrorCategory(nullptr); });
+        call("orGetLastErrorCategory", 0, [&] { return orGetLastErrorCategory(&category); });
+        call("orCheckHostAccesses", kValue, [&] { return orCheckHostAccesses(nullptr, 1); });
+        call("orActivitySetLabel", kValue,
+             [&] { return fuzzActivitySetLabelWithKind(static_cast<int>(rng_()) | 4); });
         break;
       }
     }
@@ -1189,7 +1216,7 @@ class Fuzzer {
     int device;
     const orStream_t s = liveStream(&identity, &device);
     orderAfter(identity, a);
-    const orError_t e = call("openreg::launch", launchCodes(), [&] {
+    const orError_t e = call("orLaunchTask", launchCodes(), [&] {
       return openreg::launch(s, [k, value] { *static_cast<std::uint8_t*>(k) = value; });
     });
     if (e != orSuccess && e != orErrorLaunchFailure) return;

@@ -19,3 +19,7 @@ orError_t fuzzMemcpyAsyncWithKind(void* dst, const void* src, size_t count, int 
                                   orStream_t stream) {
   return orMemcpyAsync(dst, src, count, (orMemcpyKind)kind, stream);
 }
+
+orError_t fuzzActivitySetLabelWithKind(int kind) {
+  return orActivitySetLabel((orTaskKind)kind, "fuzz", NULL, NULL);
+}

@@ -44,7 +44,7 @@ struct AddOne {
     for (std::size_t i = 0; i < n; ++i) out[i] = in[i] + 1.0f;
   }
   void accesses(openreg::AccessList& list) const {
-    list.push_back({in, n * sizeof(float), /*read=*/true});
+    list.push_back({in, n * sizeof(float), /*read=*/true, /*write=*/false, /*cover=*/false});
     list.push_back({out, n * sizeof(float), /*read=*/false, /*write=*/true, /*cover=*/true});
   }
 };

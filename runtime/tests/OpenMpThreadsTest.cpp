@@ -18,13 +18,18 @@
 
 using namespace openreg_test;
 
+// libgomp's entry point for a parallel region: what GCC compiles `#pragma omp parallel` into.
+// Called directly so that the test runs GNU OpenMP's regions whichever compiler builds it (clang
+// compiles the pragma for LLVM's libomp only; make test-abi builds these tests with clang).
+extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned numThreads, unsigned flags);
+
 namespace {
 
 // Runs a parallel region of 2 threads on the calling thread; returns how many threads ran it.
 int parallelRegion() {
   std::atomic<int> ran{0};
-#pragma omp parallel num_threads(2)
-  ran.fetch_add(1);
+  GOMP_parallel([](void* count) { static_cast<std::atomic<int>*>(count)->fetch_add(1); }, &ran,
+                /*numThreads=*/2, /*flags=*/0);
   return ran.load();
 }
 

@@ -1,6 +1,7 @@
 // Streams: asynchronous in-order execution, handles, priorities, errors, launch modes, Task.
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -232,7 +233,7 @@ TEST(Task, SmallCallablesAreStoredInlineAndDestroyedOnce) {
     openreg::Task moved(std::move(task));
     EXPECT_FALSE(static_cast<bool>(task));
     EXPECT_EQ(token.use_count(), 2);
-    moved();
+    moved.run(nullptr);  // a task that cannot fail needs no context
     EXPECT_EQ(*token, 6);
   }
   EXPECT_EQ(token.use_count(), 1);
@@ -243,12 +244,76 @@ TEST(Task, SmallCallablesAreStoredInlineAndDestroyedOnce) {
   openreg::Task large([big, &seen, token] { seen = big[199]; });
   openreg::Task other;
   other = std::move(large);
-  other();
+  other.run(nullptr);
   EXPECT_EQ(seen, 3);
   EXPECT_EQ(token.use_count(), 2);
   other.reset();
   EXPECT_EQ(token.use_count(), 1);
   EXPECT_EQ(openreg::launchTask(nullptr, openreg::Task()), orErrorInvalidValue);
+}
+
+// Note [Tasks across the C ABI] in runtime.h: the runtime takes over a task object it is given
+// with a table of functions, and destroys it exactly once whether the launch succeeds or not.
+namespace {
+struct CountedObject {
+  int* destroyed;
+};
+const orTaskOps kCountedOps = {
+    [](void*, orTaskContext_t) {},
+    [](void* dst, void* src) { std::memcpy(dst, src, sizeof(CountedObject)); },
+    [](void* self) { ++*static_cast<CountedObject*>(self)->destroyed; },
+    nullptr,
+    nullptr,
+};
+}  // namespace
+
+TEST(Task, TheRuntimeDestroysATaskObjectOnceWhetherTheLaunchSucceedsOrNot) {
+  int destroyed = 0;
+  CountedObject object{&destroyed};
+  OR_OK(orLaunchTask(nullptr, &kCountedOps, &object, sizeof object, orLaunchTaskWait));
+  EXPECT_EQ(destroyed, 1);
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  OR_OK(orStreamDestroy(s));
+  EXPECT_EQ(orLaunchTask(s, &kCountedOps, &object, sizeof object, 0), orErrorInvalidResourceHandle);
+  EXPECT_EQ(destroyed, 2);
+  EXPECT_EQ(orLaunchTask(nullptr, &kCountedOps, &object, OR_TASK_INLINE_BYTES + 1, 0),
+            orErrorInvalidValue);
+  EXPECT_EQ(destroyed, 3);
+  // Without a table the runtime cannot destroy anything: the object stays the caller's.
+  EXPECT_EQ(orLaunchTask(nullptr, nullptr, &object, sizeof object, 0), orErrorInvalidValue);
+  EXPECT_EQ(destroyed, 3);
+}
+
+// orTaskOps forbids unwinding into the runtime. A run function that does it anyway, with the
+// runtime's own C++ library, still only fails its task: the worker lives on.
+TEST(Task, ARunFunctionThatLetsAnExceptionEscapeFailsItsTask) {
+  static const orTaskOps ops = {
+      [](void*, orTaskContext_t) { throw std::runtime_error("escaped"); },
+      [](void* dst, void* src) { std::memcpy(dst, src, sizeof(int)); },
+      [](void*) {},
+      nullptr,
+      nullptr,
+  };
+  int object = 0;
+  EXPECT_EQ(orLaunchTask(nullptr, &ops, &object, sizeof object, orLaunchTaskWait),
+            orErrorLaunchFailure);
+  EXPECT_NE(lastMessage().find("let an exception escape"), std::string::npos) << lastMessage();
+  OR_OK(openreg::launchAndWait(nullptr, [] {}));
+}
+
+// A task's failure reaches the caller as C: the category a TaskError carried, and its message.
+TEST(Task, ATaskErrorsCategoryAndMessageCrossTheCApi) {
+  EXPECT_EQ(openreg::launchAndWait(nullptr, [] { throw openreg::TaskError(3, "category three"); }),
+            orErrorLaunchFailure);
+  int category = 0;
+  OR_OK(orGetLastErrorCategory(&category));
+  EXPECT_EQ(category, 3);
+  EXPECT_EQ(openreg::lastErrorCategory(), 3);
+  EXPECT_NE(lastMessage().find("a task failed on device 0: category three"), std::string::npos)
+      << lastMessage();
+  EXPECT_EQ(orGetLastErrorCategory(nullptr), orErrorInvalidValue);
+  EXPECT_EQ(openreg::lastErrorCategory(), 0);  // the last error is now that NULL argument
 }
 
 TEST(Task, CapturesAreReleasedOnceTheTaskHasRun) {

@@ -15,57 +15,76 @@
 // recording at a time (a second beginTaskActivity while one is on returns false).
 // Times are nanoseconds since the Unix epoch (std::chrono::system_clock), the clock profilers
 // (Kineto) put their host events on.
+//
+// Header-only over the C API's activity section (runtime.h): the records are C structs, and the
+// runtime's array of them is copied into a vector of the caller's standard library here.
 #pragma once
 
 #include <openreg/runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace openreg {
 
-enum class TaskKind : std::uint8_t { Kernel, Memcpy, Memset };
-
 // [marker: task-activity]
-struct TaskActivity {
-  TaskKind kind = TaskKind::Kernel;
-  // A static string ("Memcpy HtoD", "Memset", a name given with ScopedTaskLabel), or nullptr for a
-  // kernel launched without a label (a profiler names it after its launching operator).
-  const char* name = nullptr;
-  int device = 0;
-  std::uint64_t stream = 0;       // the orStream_t handle value
-  std::uint64_t correlation = 0;  // innermost pushLaunchCorrelation id at launch; 0: none
-  std::int64_t launchThread = 0;  // OS thread id (gettid) of the launching host thread
-  std::int64_t launchNs = 0;      // when the launch queued the task
-  std::int64_t startNs = 0;       // when a worker started it
-  std::int64_t endNs = 0;         // when it returned or threw
-  bool failed = false;            // it threw (or did not run: its inputs were poisoned)
-};
+using TaskActivity = orTaskActivity;
 
 // Starts recording. False (and nothing changes) if a recording is already on.
-OPENREG_RUNTIME_API bool beginTaskActivity();
+inline bool beginTaskActivity() noexcept {
+  return orActivityBegin() == orSuccess;
+}
 // Stops recording, waits until every task launched during it has run (or been dropped), and
-// returns their activities in completion order. Empty if no recording was on. Not from a task.
-OPENREG_RUNTIME_API std::vector<TaskActivity> endTaskActivity();
+// returns their activities in completion order. Empty if no recording was on, or if no host memory
+// was left for them. Not from a task.
+inline std::vector<TaskActivity> endTaskActivity() {
+  orTaskActivity* activities = nullptr;
+  std::size_t count = 0;
+  if (orActivityEnd(&activities, &count) != orSuccess) return {};
+  std::vector<TaskActivity> out;
+  try {
+    out.assign(activities, activities + count);
+  } catch (...) {
+    orActivityFree(activities);
+    throw;
+  }
+  orActivityFree(activities);
+  return out;
+}
 // True while a recording is on.
-OPENREG_RUNTIME_API bool taskActivityOn() noexcept;
+inline bool taskActivityOn() noexcept {
+  bool on = false;
+  return orActivityGetRecording(&on) == orSuccess && on;
+}
 
 // The calling thread's correlation stack: launches made while an id is pushed carry the top one.
-OPENREG_RUNTIME_API void pushLaunchCorrelation(std::uint64_t id) noexcept;
-OPENREG_RUNTIME_API void popLaunchCorrelation() noexcept;
+// Without host memory for a push, launches keep the enclosing id.
+inline void pushLaunchCorrelation(std::uint64_t id) noexcept {
+  (void)orActivityPushCorrelation(id);
+}
+inline void popLaunchCorrelation() noexcept {
+  (void)orActivityPopCorrelation();
+}
 
 // Names the tasks the calling thread launches while it lives (innermost wins). `name` must be a
 // string with static storage duration. Costs two thread-local stores.
-class OPENREG_RUNTIME_API ScopedTaskLabel {
+class ScopedTaskLabel {
  public:
-  ScopedTaskLabel(TaskKind kind, const char* name) noexcept;
-  ~ScopedTaskLabel();
+  ScopedTaskLabel(orTaskKind kind, const char* name) noexcept {
+    // Only a kind outside orTaskKind fails; the label then stays as it was, with nothing to undo.
+    restore_ = orActivitySetLabel(kind, name, &previousKind_, &previousName_) == orSuccess;
+  }
+  ~ScopedTaskLabel() {
+    if (restore_) (void)orActivitySetLabel(previousKind_, previousName_, nullptr, nullptr);
+  }
   ScopedTaskLabel(const ScopedTaskLabel&) = delete;
   ScopedTaskLabel& operator=(const ScopedTaskLabel&) = delete;
 
  private:
-  TaskKind previousKind_;
-  const char* previousName_;
+  orTaskKind previousKind_ = orTaskKindKernel;
+  const char* previousName_ = nullptr;
+  bool restore_ = false;
 };
 
 // Note [Host-timed activity]
@@ -76,23 +95,25 @@ class OPENREG_RUNTIME_API ScopedTaskLabel {
 // TaskActivity (kind Kernel) to the recording that was on at begin(). With no recording on,
 // begin() reads the one flag and the rest does nothing. A recording that ends before end() does
 // not wait for it: the activity is dropped, never handed to a later recording.
+// The C form is orHostActivity (runtime.h); this class only holds one and calls it.
 // [marker: host-activity]
-class OPENREG_RUNTIME_API HostActivity {
+class HostActivity {
  public:
   HostActivity() = default;
   HostActivity(const HostActivity&) = delete;
   HostActivity& operator=(const HostActivity&) = delete;
   // Launching thread. `name` must have static storage duration. `stream` as in the C API (NULL:
   // the current device's default stream).
-  void begin(orStream_t stream, const char* name) noexcept;
-  bool active() const noexcept { return generation_ != 0; }
+  void begin(orStream_t stream, const char* name) noexcept {
+    (void)orHostActivityBegin(&state_, stream, name);  // fails only for a NULL pointer
+  }
+  bool active() const noexcept { return state_.generation != 0; }
   // Any host thread, once each, in this order, after begin().
-  void start() noexcept;
-  void end(bool failed) noexcept;
+  void start() noexcept { (void)orHostActivityStart(&state_); }
+  void end(bool failed) noexcept { (void)orHostActivityEnd(&state_, failed); }
 
  private:
-  TaskActivity activity_;
-  std::uint64_t generation_ = 0;  // the recording begin() joined; 0: none
+  orHostActivity state_{};
 };
 
 }  // namespace openreg

@@ -34,6 +34,7 @@
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,12 @@ OPENREG_RUNTIME_API const char* orGetErrorString(orError_t error);
  * allocation, which task, what to do), or "" when there is none. The pointer stays valid until
  * the next runtime call on this thread. Calling it does not clear the message. */
 OPENREG_RUNTIME_API const char* orGetLastErrorMessage(void);
+
+/* [out] category: the category of the failure orGetLastErrorMessage describes when that is a
+ * task's failure: the value the task gave orTaskFail (an integer the runtime carries and does not
+ * interpret; the PyTorch layer maps it to an exception type), else 0. orErrorInvalidValue if
+ * category is NULL. Reading it clears nothing. */
+OPENREG_RUNTIME_API orError_t orGetLastErrorCategory(int* category);
 
 /* Initializes the runtime now: reads the configuration and sets up every device (address range,
  * workers, default stream). Optional, as every call initializes what it needs; device queries
@@ -182,6 +189,104 @@ OPENREG_RUNTIME_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t eve
  * return orErrorNotPermitted. With OPENREG_LAUNCH_BLOCKING=1 the call returns after fn has run
  * (unless made from inside a task). */
 OPENREG_RUNTIME_API orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tasks: launching an object the runtime owns (the C form of openreg::launch)
+ *
+ * [marker: tasks-c-abi]
+ * Note [Tasks across the C ABI]
+ * orLaunchHostFunc runs a function on an argument the caller keeps alive. orLaunchTask runs a
+ * task object: at most OR_TASK_INLINE_BYTES bytes that the runtime takes over and stores inline
+ * in the stream's queue, so a launch allocates nothing for it, described by a table of functions
+ * of the caller's (orTaskOps) through which the runtime runs, moves, destroys, names it and asks
+ * which memory it touches. Only C crosses here: a task written in C++ with any compiler and any
+ * standard library (openreg::Task in <openreg/task.hpp> is such a header-only wrapper) catches its
+ * own exceptions and reports a failure with orTaskFail (a category and a message the runtime
+ * copies), and lists its memory as an array of orMemoryAccess. The runtime never sees the
+ * caller's exceptions, strings or containers, so libopenreg and its caller may be built with
+ * different compilers and C++ standard libraries (docs/runtime.md, "The C ABI").
+ * A failed task is handled as Note [Task errors] in runtime/src/Stream.cpp says: it poisons the
+ * memory it declares as written, and its failure reaches the stream's next synchronizing call.
+ * ------------------------------------------------------------------------------------------- */
+
+#define OR_TASK_INLINE_BYTES 64 /* the largest task object orLaunchTask takes, in bytes */
+#define OR_TASK_ALIGNMENT 16    /* the largest alignment a task object may require */
+
+/* One range of device memory a task touches. */
+typedef struct orMemoryAccess {
+  const void* ptr; /* a device address or its kernel-window alias (orGetKernelPointer); a range
+                      outside every device is ignored */
+  size_t bytes;
+  bool read;
+  bool write;
+  bool cover; /* with write: the task stores every byte of the range (a dense output, not a
+                 strided view with gaps), so its success makes the range valid data again */
+} orMemoryAccess;
+
+/* Where a running task reports its failure (orTaskFail). Passed to orTaskOps.run and valid only
+ * until that call returns. */
+typedef struct orTaskContext_st* orTaskContext_t;
+
+/* The functions through which the runtime handles a task object. `task` is the address at which
+ * the runtime holds the object (aligned to OR_TASK_ALIGNMENT). None may throw a C++ exception or
+ * otherwise unwind into the runtime. */
+typedef struct orTaskOps {
+  /* Required. Runs the task on a device worker thread. A failure is reported by calling
+   * orTaskFail(context, ...) before returning. Called once per launch; a task captured into a
+   * graph runs once per orGraphLaunch, never on two threads at once. */
+  void (*run)(void* task, orTaskContext_t context);
+  /* Required. Move-constructs the object at `dst` (uninitialized storage of OR_TASK_INLINE_BYTES
+   * bytes) from the one at `src`, and ends the life of the one at `src`. Must not fail. */
+  void (*relocate)(void* dst, void* src);
+  /* Required. Destroys the object (it is never used again). Must not fail. */
+  void (*destroy)(void* task);
+  /* Optional (NULL: the task declares no memory, so it neither is stopped by poisoned inputs nor
+   * poisons its outputs). Writes the first min(n, capacity) of the task's n accesses to `out` and
+   * returns n; the runtime calls again with a larger array when n > capacity. Asked only when some
+   * memory is poisoned, when the task failed, or to describe a graph; any thread; the same list
+   * every time. */
+  size_t (*accesses)(const void* task, orMemoryAccess* out, size_t capacity);
+  /* Optional (NULL: unnamed). What the task calls itself (the operator it runs), a string that
+   * lives as long as the task. Describes captured graphs (orGraphDebugDotPrint). */
+  const char* (*name)(const void* task);
+} orTaskOps;
+
+enum {
+  orLaunchTaskDefault = 0x0,
+  orLaunchTaskWait = 0x1 /* return once the task has run (below) */
+};
+
+/* Enqueues the task object at `task` (`size` bytes) on `stream` (0: the current device's default
+ * stream) and returns at once; with OPENREG_LAUNCH_BLOCKING=1, after it has run (not from inside a
+ * task). `ops` must stay valid as long as the task does (a static table).
+ * With flags orLaunchTaskWait, returns once the task has run: orErrorLaunchFailure with the
+ * task's own failure if it failed (whatever another thread's synchronization has reported
+ * meanwhile), else the stream's pending failure, if any, as orStreamSynchronize would.
+ * Ownership: if ops, task, ops->run, ops->relocate or ops->destroy is NULL, the call returns
+ * orErrorInvalidValue and does nothing: the object stays the caller's. On every other return the
+ * runtime has taken it over: relocated it into the stream (or into a capture), or, when the
+ * launch failed, destroyed it without running it; the caller must not use or destroy it again.
+ * Errors: orErrorInvalidValue: a NULL above, size 0 or above OR_TASK_INLINE_BYTES, unknown flags.
+ * orErrorInvalidResourceHandle: stream not live. orErrorNotPermitted: orLaunchTaskWait from inside
+ * a task. orErrorStreamCaptureUnsupported: orLaunchTaskWait on a capturing stream.
+ * orErrorLaunchFailure: as above, or as a blocking launch reports the stream's failure.
+ * Any host thread, several at once. */
+OPENREG_RUNTIME_API orError_t orLaunchTask(orStream_t stream, const orTaskOps* ops, void* task,
+                                           size_t size, unsigned int flags);
+
+/* From a task's run function: reports that the task failed, with `category` (0: none; read back
+ * with orGetLastErrorCategory) and `message` (copied; NULL gives "a task failed without a
+ * message"). The first report of a run counts; later ones return orSuccess and are ignored.
+ * orErrorInvalidValue if context is NULL. */
+OPENREG_RUNTIME_API orError_t orTaskFail(orTaskContext_t context, int category,
+                                         const char* message);
+
+/* For work that reads device memory on the host thread after synchronizing (a synchronous
+ * fallback): orErrorLaunchFailure, with the failure's message and category, if any byte of the
+ * `count` ranges read is poisoned (see docs/errors.md); else orSuccess, and the covering writes
+ * are then taken as done (the caller writes them before it next synchronizes).
+ * orErrorInvalidValue if accesses is NULL and count is not 0. */
+OPENREG_RUNTIME_API orError_t orCheckHostAccesses(const orMemoryAccess* accesses, size_t count);
 
 enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
 
@@ -467,6 +572,87 @@ OPENREG_RUNTIME_API orError_t orGraphDebugDotPrint(orGraph_t graph, const char* 
  * handle twice is orErrorInvalidResourceHandle. */
 OPENREG_RUNTIME_API orError_t orGraphDestroy(orGraph_t graph);
 OPENREG_RUNTIME_API orError_t orGraphExecDestroy(orGraphExec_t exec);
+
+/* ---------------------------------------------------------------------------------------------
+ * Task activity: the device-side timeline a profiler reads (what CUPTI's activity API is to CUDA)
+ *
+ * See Note [Task activity] in <openreg/activity.hpp>, the C++ form. While a recording is on, every
+ * task launched (a kernel, a copy, a memset) is timed by the worker that runs it. Times are
+ * nanoseconds since the Unix epoch (the system clock), the clock profilers put host events on.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum orTaskKind {
+  orTaskKindKernel = 0,
+  orTaskKindMemcpy = 1,
+  orTaskKindMemset = 2,
+} orTaskKind;
+
+typedef struct orTaskActivity {
+  orTaskKind kind;
+  const char* name;     /* a static string ("Memcpy HtoD", "Memset", a label set with
+                           orActivitySetLabel), or NULL for a kernel launched without a label */
+  int device;           /* the stream's device */
+  uint64_t stream;      /* the orStream_t handle value */
+  uint64_t correlation; /* the launching thread's innermost orActivityPushCorrelation id; 0: none */
+  int64_t launchThread; /* OS thread id (gettid) of the launching host thread */
+  int64_t launchNs;     /* when the launch queued the task */
+  int64_t startNs;      /* when a worker started it */
+  int64_t endNs;        /* when it returned */
+  bool failed;          /* it failed (or did not run: its inputs were poisoned) */
+} orTaskActivity;
+
+/* Starts recording. orErrorNotPermitted (and nothing changes) if a recording is already on.
+ * Begin and end from one controlling thread at a time. */
+OPENREG_RUNTIME_API orError_t orActivityBegin(void);
+
+/* Stops recording, waits until every task launched during it has run (or been dropped), and
+ * returns their activities in completion order. [out] activities: an array to release with
+ * orActivityFree, NULL when there are none; [out] count: its length. With no recording on,
+ * NULL and 0. orErrorInvalidValue if either pointer is NULL (the recording then goes on);
+ * orErrorMemoryAllocation if the array cannot be allocated (the recording has ended, its
+ * activities are lost); orErrorNotPermitted from inside a task. */
+OPENREG_RUNTIME_API orError_t orActivityEnd(orTaskActivity** activities, size_t* count);
+
+/* Releases an array from orActivityEnd. NULL is a no-op. */
+OPENREG_RUNTIME_API void orActivityFree(orTaskActivity* activities);
+
+/* [out] recording: whether a recording is on. One relaxed atomic load. orErrorInvalidValue if
+ * recording is NULL. */
+OPENREG_RUNTIME_API orError_t orActivityGetRecording(bool* recording);
+
+/* The calling thread's correlation stack: tasks launched while an id is pushed carry the top one.
+ * Push: orErrorMemoryAllocation when there is no host memory for it (nothing is pushed; launches
+ * keep the enclosing id). Pop: a no-op on an empty stack. */
+OPENREG_RUNTIME_API orError_t orActivityPushCorrelation(uint64_t id);
+OPENREG_RUNTIME_API orError_t orActivityPopCorrelation(void);
+
+/* Names the tasks the calling thread launches from now on: `kind` and `name` (a string with
+ * static storage duration, or NULL) go into their activities. [out] previousKind, previousName
+ * (either may be NULL): the label it replaces, to be set back when the labelled region ends.
+ * Two thread-local stores. orErrorInvalidValue for a kind outside orTaskKind. */
+OPENREG_RUNTIME_API orError_t orActivitySetLabel(orTaskKind kind, const char* name,
+                                                 orTaskKind* previousKind,
+                                                 const char** previousName);
+
+/* Work a host thread does in a stream's order (a collective run by a communication library on its
+ * own threads): see Note [Host-timed activity] in <openreg/activity.hpp>. The caller owns the
+ * struct; zero it before orHostActivityBegin. One activity is begun, started and ended once each,
+ * in this order, by host threads the caller orders. */
+typedef struct orHostActivity {
+  orTaskActivity activity;
+  uint64_t generation; /* the recording it joined; 0: none (nothing recorded) */
+} orHostActivity;
+
+/* Launching thread. `name` must have static storage duration; `stream` as for a launch (0: the
+ * current device's default stream). Joins nothing (generation 0, orSuccess) when no recording is
+ * on or the stream is not live. orErrorInvalidValue if activity is NULL. */
+OPENREG_RUNTIME_API orError_t orHostActivityBegin(orHostActivity* activity, orStream_t stream,
+                                                  const char* name);
+/* Stamps the start. orErrorInvalidValue if activity is NULL. */
+OPENREG_RUNTIME_API orError_t orHostActivityStart(orHostActivity* activity);
+/* Stamps the end and records the activity, `failed` or not, if its recording is still on; the
+ * struct then joins nothing. orErrorInvalidValue if activity is NULL. */
+OPENREG_RUNTIME_API orError_t orHostActivityEnd(orHostActivity* activity, bool failed);
 
 #ifdef __cplusplus
 } /* extern "C" */
