@@ -179,8 +179,7 @@ build/abi-runtime/CMakeCache.txt:
 build/abi-torch/CMakeCache.txt:
 	cmake -S . -B build/abi-torch -DCMAKE_BUILD_TYPE=Release -DOPENREG_BUILD_TESTS=OFF \
 	  -DOPENREG_BUILD_BENCH=OFF -DOPENREG_BUILD_TORCH=ON -DOPENREG_RUNTIME_LIBRARY=$(ABI_RUNTIME_LIB) \
-	  -DOPENREG_PACKAGE_DIR=$(ABI_PACKAGE)/torch_openreg -DPython3_EXECUTABLE=$(PYTHON) \
-	  -DCMAKE_PREFIX_PATH=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+	  -DOPENREG_PACKAGE_DIR=$(ABI_PACKAGE)/torch_openreg -DPython3_EXECUTABLE=$(PYTHON)
 
 test-abi:
 	@scripts/setup.sh abi
