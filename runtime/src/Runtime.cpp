@@ -130,6 +130,7 @@ orError_t fail(orError_t error, std::string message) {
 }
 
 orError_t report(const Failure& failure) {
+  failure.reported.store(true, std::memory_order_release);  // Note [Task errors] in Stream.cpp
   tLastError = failure.message;
   tLastCategory = failure.category;
   return orErrorLaunchFailure;
