@@ -10,9 +10,9 @@ the GraphTask a moment later. When the program's last line was that backward, th
 reach interpreter finalization first: the device thread then holds the last reference, and
 releasing the stashed object needs the GIL. During finalization taking the GIL ends the thread
 with `pthread_exit`, whose forced unwind crosses a `noexcept` destructor: `std::terminate`,
-"terminate called without an active exception", exit status 134. On openreg 1 process in 8 that
-ran `x.sum().backward()` and exited died this way (upstream: pytorch/pytorch#180701 clears that
-reference in the engine; torch 2.13.0 does not).
+"terminate called without an active exception", exit status 134. On openreg 4 processes of 16
+that ran `x.sum().backward()` and exited died this way on a loaded 2-core machine (upstream:
+pytorch/pytorch#180701 clears that reference in the engine; torch 2.13.0 does not).
 
 Nothing in torch waits for those threads, so openreg does, from an `atexit` handler (which runs
 while the interpreter is whole, before finalization): one tiny backward per device through the

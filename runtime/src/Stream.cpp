@@ -189,7 +189,11 @@ void Stream::recordError(const FailureRef& failure) {
 FailureRef Stream::pendingFailure() {
   if (!hasError_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(errorMutex_);
-  if (error_ == nullptr || error_->wasReported()) return nullptr;
+  if (error_ != nullptr && error_->wasReported()) {
+    // Reported through another path: drop it, so later records take the fast path again.
+    error_.reset();
+    hasError_.store(false, std::memory_order_release);
+  }
   return error_;
 }
 
