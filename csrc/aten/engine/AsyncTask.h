@@ -51,8 +51,9 @@ struct TaskArgument {
 //    (DeterministicScope), unless the host changed it again meanwhile. Another host thread
 //    reading the flag in that window sees it off, as it was at the call.
 // The default dtype is not needed: the Meta answer fixed every output's dtype at the call, and
-// the shape cache keys on it (Note [Shape cache]). Python's warnings filters apply where the
-// warnings are raised, on the host.
+// the shape cache keys on it (Note [Shape cache]). Python's warnings filters are not either, for
+// now: a warning a kernel raises in a task goes to the worker's c10 handler (stderr), not to
+// Python's warnings, so no filter applies to it at any time (issue 24 lists such lost warnings).
 struct CallState {
   bool deterministic = false;
   bool deterministicWarnOnly = false;
