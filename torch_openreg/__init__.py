@@ -63,6 +63,8 @@ from . import _compile  # noqa: E402
 
 _compile.install()
 
-from . import distributed  # noqa: E402,F401  (registers the occl collective backend)
+# The occl collective backend registers itself on import; Note [Autograd device threads at exit]:
+# _autograd_exit registers an atexit handler.
+from . import _autograd_exit, distributed  # noqa: E402,F401
 
 __all__ = ["openreg"]

@@ -127,6 +127,11 @@ at::Tensor hostCopyForTask(const at::Tensor& hostTensor) {
           ? at::detail::empty_strided_cpu(src.sizes(), src.strides(), src.scalar_type())
           : at::detail::empty_cpu(src.sizes(), src.scalar_type());
   at::native::copy_(out, src);  // the CPU kernel itself: no dispatcher, no Python
+  // A wrapped number (the 1.0 of `t + 1.0`) promotes as a Python scalar: int64 + 1.0 computes in
+  // float32. Copied as a plain 0-dim float64 tensor it made the kernel compute in float64, and
+  // 16777217 + 1.0 gave 16777218 where the CPU gives 16777216.
+  if (hostTensor.unsafeGetTensorImpl()->is_wrapped_number())
+    out.unsafeGetTensorImpl()->set_wrapped_number(true);
   return out;
 }
 

@@ -79,11 +79,16 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
 const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
                          std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  const size_t needed = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
-                                                                   impl->storage_offset());
-  if (needed > impl->storage().nbytes())
-    resizeStorageBytes(impl->storage().unsafeGetStorageImpl(), needed);
+  // As ATen's resize_: a tensor that already has the size keeps its strides. Made contiguous, a
+  // strided view (the out= of torch.full((4,), 7., out=base[:, 3])) was then written contiguously
+  // from its offset, over elements outside the view.
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    const size_t needed = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
+                                                                     impl->storage_offset());
+    if (needed > impl->storage().nbytes())
+      resizeStorageBytes(impl->storage().unsafeGetStorageImpl(), needed);
+  }
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
                 "openreg: unsupported memory format for resize_: Preserve");

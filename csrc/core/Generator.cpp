@@ -28,7 +28,12 @@ void GeneratorImpl::waitForPreviousUseOn(orStream_t stream) {
 }
 
 void GeneratorImpl::recordUseOn(orStream_t stream) {
-  if (lastUse_ == nullptr) OPENREG_CHECK(orEventCreate(&lastUse_));
+  // The event orders the generator's uses, nothing more: a failure of other work queued before
+  // this use is its stream's to report, not the generator's, which would raise it at every seeding
+  // and carry it to every stream that draws numbers next (issue 24).
+  if (lastUse_ == nullptr) {
+    OPENREG_CHECK(orEventCreateWithFlags(&lastUse_, orEventDisableTiming | orEventDisableFailure));
+  }
   OPENREG_CHECK(orEventRecord(lastUse_, stream));
   lastStream_ = stream;
   // Note [Random numbers in graphs] in Graph.h: a use on a capturing stream belongs to the graph.

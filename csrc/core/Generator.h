@@ -28,7 +28,9 @@ namespace openreg {
 // The task runs the CPU kernel with a CPU generator holding the device generator's state, and
 // writes the advanced state back (runWithCpuGenerator). The host reads or replaces the state only
 // after every queued use has run: get_state, set_state, manual seeding and cloning wait for the
-// event first.
+// event first. The event only orders (orEventDisableFailure): a failed task queued before a use
+// stays its stream's to report, and neither seeding nor a later draw on another stream raises it
+// (docs/errors.md, "When the error state ends").
 struct OPENREG_TORCH_API GeneratorImpl final : public at::CPUGeneratorImpl {
   explicit GeneratorImpl(c10::DeviceIndex device);
   ~GeneratorImpl() override;

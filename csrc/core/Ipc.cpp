@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 #include <openreg/runtime.h>
+#include <openreg/task.hpp>
 
 #include <cstring>
 #include <map>
@@ -113,6 +114,9 @@ SharedStorage shareStorage(const c10::Storage& storage) {
   // What was queued before the send is in the memory the receiver maps; a task failure pending on
   // the device is raised to the sender now rather than shipped as data.
   device_synchronize(device.index());
+  // A failure reported earlier still poisons what it wrote (docs/errors.md, "When the error state
+  // ends"): the receiver would read those bytes as data, in a process that knows nothing of it.
+  OPENREG_CHECK(checkHostAccesses({{ptr, storage.nbytes(), /*read=*/true}}));
   collectSentBlocks();
 
   orPointerAttributes attributes;

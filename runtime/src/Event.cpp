@@ -27,7 +27,7 @@ bool EventRecord::completeFromHost(FailureRef failure) {
 }
 
 void EventRecord::stamp(FailureRef failure) {
-  failure_ = std::move(failure);
+  if (carriesFailure_) failure_ = std::move(failure);
   timeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now().time_since_epoch())
                 .count();
@@ -67,7 +67,7 @@ void Event::publish(std::shared_ptr<EventRecord> record) {
 bool Event::armHost() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (host_ != nullptr && !host_->done()) return false;
-  host_ = std::make_shared<EventRecord>();
+  host_ = std::make_shared<EventRecord>(carriesFailure_);
   host_->bindHost();
   latest_ = host_;
   return true;

@@ -41,6 +41,9 @@ class Stream;
 
 class EventRecord {
  public:
+  // carriesFailure false: an orEventDisableFailure event's record, which carries no task failure.
+  explicit EventRecord(bool carriesFailure = true) : carriesFailure_(carriesFailure) {}
+
   // Host, under the stream's queue lock, before the record is queued: which stream and ticket.
   void bind(std::shared_ptr<Stream> stream, std::uint64_t ticket);
   // Host, before the record is published: the record completes by completeFromHost(), not by a
@@ -57,8 +60,11 @@ class EventRecord {
   // Worker, before the stream counts the record as completed: stamps the completion time and the
   // failure the stream had not reported at that point (Note [Task errors] in Stream.cpp).
   void stamp(FailureRef failure);
-  // Valid once done(): the failure the record carries, or nullptr.
-  const FailureRef& failure() const { return failure_; }
+  // Valid once done(): the failure the record carries, or nullptr. A failure reported since (to
+  // anyone, by any path) is no longer carried: see Note [Task errors] in Stream.cpp.
+  FailureRef failure() const {
+    return failure_ != nullptr && !failure_->wasReported() ? failure_ : nullptr;
+  }
   // Worker, after: wakes host waiters and reschedules parked streams.
   void wakeWaiters();
   // Worker: parks `stream` on this record. Returns false (and keeps nothing) if already done.
@@ -67,6 +73,7 @@ class EventRecord {
   void wait(const WaitPolicy& policy);
 
  private:
+  const bool carriesFailure_;
   std::shared_ptr<Stream> stream_;  // set by bind(), before any other thread sees the record
   std::uint64_t ticket_ = 0;
   bool hostDriven_ = false;               // set by bindHost(), before any other thread sees it
@@ -81,9 +88,12 @@ class EventRecord {
 
 class Event {
  public:
-  Event(int device, bool timing) : device_(device), timing_(timing) {}
+  Event(int device, bool timing, bool carriesFailure)
+      : device_(device), timing_(timing), carriesFailure_(carriesFailure) {}
   int device() const { return device_; }
   bool timing() const { return timing_; }
+  // False for orEventDisableFailure: its records carry no task failure.
+  bool carriesFailure() const { return carriesFailure_; }
 
   // Makes `record` (already queued) the one later queries and waits refer to.
   void publish(std::shared_ptr<EventRecord> record);
@@ -97,6 +107,7 @@ class Event {
  private:
   const int device_;
   const bool timing_;
+  const bool carriesFailure_;
   mutable std::mutex mutex_;
   std::shared_ptr<EventRecord> latest_;  // guarded by mutex_
   std::shared_ptr<EventRecord> host_;    // guarded by mutex_: armed, not yet completed

@@ -15,11 +15,13 @@ Event* findEvent(orEvent_t handle) {
 orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
   OR_ENTER();
   if (event == nullptr) return nullArgument(call, "event");
-  if ((flags & ~static_cast<unsigned>(orEventDisableTiming)) != 0) {
+  constexpr unsigned kKnown = orEventDisableTiming | orEventDisableFailure;
+  if ((flags & ~kKnown) != 0) {
     return fail(orErrorInvalidValue,
                 std::string("openreg: ") + call + ": unknown flags " + std::to_string(flags));
   }
-  auto created = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0);
+  auto created = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0,
+                                         (flags & orEventDisableFailure) == 0);
   const std::uint64_t handle = runtime().events.insert(std::move(created));
   if (handle == 0) {
     return fail(orErrorMemoryAllocation,
@@ -64,7 +66,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   // Published only once queued (and so bound to its stream and ticket): a record the event
   // pointed at before that could be waited on by the very stream whose full queue
   // (Note [Bounded queues]) holds back its enqueue, a deadlock, and would have no stream yet.
-  auto record = std::make_shared<EventRecord>();
+  auto record = std::make_shared<EventRecord>(event->carriesFailure());
   op.record = record;
   stream->enqueue(std::move(op));
   event->publish(std::move(record));
@@ -96,7 +98,7 @@ orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
   }
   FailureRef failure;
   if (failureMessage != nullptr) {
-    failure = std::make_shared<const Failure>(Failure{std::string(failureMessage), 0});
+    failure = std::make_shared<const Failure>(std::string(failureMessage));
   }
   record->completeFromHost(std::move(failure));
   return orSuccess;
@@ -112,7 +114,8 @@ orError_t orEventQuery(orEvent_t handle) {
   std::shared_ptr<EventRecord> record = event->latest();
   if (record == nullptr) return orSuccess;
   if (!record->done()) return orErrorNotReady;
-  return record->failure() ? report(*record->failure()) : orSuccess;
+  const FailureRef failure = record->failure();
+  return failure != nullptr ? report(*failure) : orSuccess;
 }
 
 orError_t orEventSynchronize(orEvent_t handle) {
@@ -126,7 +129,7 @@ orError_t orEventSynchronize(orEvent_t handle) {
   if (orError_t e = checkCaptureSafe("orEventSynchronize"); e != orSuccess) return e;
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(waitPolicy());
-    if (record->failure()) return report(*record->failure());
+    if (const FailureRef failure = record->failure()) return report(*failure);
   }
   return orSuccess;
 }
@@ -165,7 +168,7 @@ orError_t orEventDestroy(orEvent_t handle) {
   // streams parked for ever (Note [Host-completed records]).
   if (std::shared_ptr<EventRecord> record = event->takeHost()) {
     record->completeFromHost(std::make_shared<const Failure>(
-        Failure{"openreg: an event was destroyed before the host completed its host record", 0}));
+        "openreg: an event was destroyed before the host completed its host record"));
   }
   return orSuccess;
 }

@@ -130,6 +130,7 @@ orError_t fail(orError_t error, std::string message) {
 }
 
 orError_t report(const Failure& failure) {
+  failure.reported.store(true, std::memory_order_release);  // Note [Task errors] in Stream.cpp
   tLastError = failure.message;
   tLastCategory = failure.category;
   return orErrorLaunchFailure;
@@ -254,12 +255,12 @@ orError_t orTaskFail(orTaskContext_t context, int category, const char* message)
   OR_REQUIRE_NOT_NULL(context);
   if (context->failed) return orSuccess;  // the first report counts
   context->failed = true;
-  context->failure.category = category;
+  context->category = category;
   try {
-    context->failure.message = message != nullptr ? message : "a task failed without a message";
+    context->message = message != nullptr ? message : "a task failed without a message";
   } catch (...) {
     // No host memory for the message: the failure and its category still count.
-    context->failure.message.clear();
+    context->message.clear();
   }
   return orSuccess;
 }

@@ -94,7 +94,7 @@ void Stream::run() {
         std::shared_ptr<EventRecord> record = op.record;
         if (record->parkIfPending(shared_from_this())) return;  // resumed by record->wakeWaiters()
         // See Note [Task errors]: a failure the waited-on stream had not reported comes along.
-        if (const FailureRef& failure = record->failure()) recordError(failure);
+        if (const FailureRef failure = record->failure()) recordError(failure);
       } else {
         runTask(op.task, op.outcome);
       }
@@ -124,12 +124,22 @@ bool Stream::awaitMoreWork() {
 //    or host read of those bytes fails with the same Failure instead of running;
 //  - the stream keeps its first unreported failure. The next synchronizing call on the stream or
 //    its device (orStreamSynchronize, orStreamQuery, orDeviceSynchronize, a blocking launch or
-//    copy) returns it as orErrorLaunchFailure with the message in orGetLastErrorMessage, and that
-//    report ends the stream's error state. Freeing memory never reports it;
+//    copy) returns it as orErrorLaunchFailure with the message in orGetLastErrorMessage. Freeing
+//    memory never reports it;
 //  - an event recorded on the stream while the failure is unreported carries it: orEventQuery and
 //    orEventSynchronize return it, and a stream that waits on the record takes it as its own.
+//    Events created with orEventDisableFailure carry none: they order work (the caching
+//    allocator's frees, the generator's uses) and are not where the program learns of failures.
+// Where the error state ends: the first report() of a failure to a caller, by any of those calls
+// or by a read of the memory it poisoned, marks the Failure reported, and from then on no stream
+// and no event record carries it (pendingFailure, takeError, recordError and EventRecord::failure
+// skip it). Only poisoned memory keeps it, until overwritten or freed: the data computed from the
+// failed task is still not data, while allocation, random numbers, events recorded before or
+// after the report, other streams and other devices work. CUDA's sticky errors never end; a
+// failure that lived on in every event recorded while it was pending jammed the allocator and the
+// generator for good (issue 24).
 // Later tasks that do not read poisoned memory still run: work independent of the failure is
-// not lost, and a test suite can go on after an expected failure once it has synchronized.
+// not lost, and a test suite can go on after an expected failure once it has been reported.
 // [marker: stream-run-task]
 void Stream::runTask(Task& task, FailureRef* outcome) {
   PoisonMap& poison = poisonMap();
@@ -157,10 +167,9 @@ void Stream::runTask(Task& task, FailureRef* outcome) {
     if (watched) poison.clearCovered(accesses);
     return;
   }
-  Failure what = std::move(context.failure);
-  what.message =
-      "openreg: a task failed on device " + std::to_string(device_) + ": " + what.message;
-  const FailureRef failure = std::make_shared<const Failure>(std::move(what));
+  const FailureRef failure = std::make_shared<const Failure>(
+      "openreg: a task failed on device " + std::to_string(device_) + ": " + context.message,
+      context.category);
   if (!watched) task.accesses(accesses);
   poison.poisonWrites(accesses, failure);
   if (outcome != nullptr) *outcome = failure;
@@ -168,8 +177,13 @@ void Stream::runTask(Task& task, FailureRef* outcome) {
 }
 
 void Stream::recordError(const FailureRef& failure) {
+  // A failure already reported (a task reading memory it poisoned, a record carrying it) is known
+  // to the program: only the data keeps it (Note [Task errors]).
+  if (failure->wasReported()) return;
   std::lock_guard<std::mutex> lock(errorMutex_);
-  if (hasError_.load(std::memory_order_relaxed)) return;  // keep the first
+  // Keep the first unreported failure; one reported meanwhile (through an event, another stream or
+  // a read of its poison) gives way.
+  if (hasError_.load(std::memory_order_relaxed) && !error_->wasReported()) return;
   error_ = failure;
   hasError_.store(true, std::memory_order_release);
 }
@@ -177,6 +191,11 @@ void Stream::recordError(const FailureRef& failure) {
 FailureRef Stream::pendingFailure() {
   if (!hasError_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(errorMutex_);
+  if (error_ != nullptr && error_->wasReported()) {
+    // Reported through another path: drop it, so later records take the fast path again.
+    error_.reset();
+    hasError_.store(false, std::memory_order_release);
+  }
   return error_;
 }
 
@@ -189,7 +208,7 @@ orError_t Stream::takeError(const FailureRef& own) {
       hasError_.store(false, std::memory_order_release);
     }
   }
-  return report(*own);
+  return report(*own);  // the caller's own task's failure: its data, reported every time
 }
 
 orError_t Stream::takeError() {
@@ -201,6 +220,8 @@ orError_t Stream::takeError() {
     failure.swap(error_);
     hasError_.store(false, std::memory_order_release);
   }
+  // Reported already, through another path (Note [Task errors]): nothing left to report.
+  if (failure->wasReported()) return orSuccess;
   return report(*failure);
 }
 

@@ -995,10 +995,15 @@ class Fuzzer {
     switch (below(8)) {
       case 0: {
         if (events_.size() > 8) break;
-        const unsigned flagChoices[] = {orEventDefault, orEventDisableTiming, 1u, 4u,
+        const unsigned flagChoices[] = {orEventDefault,
+                                        orEventDisableTiming,
+                                        orEventDisableFailure,
+                                        1u,
+                                        8u,
                                         static_cast<unsigned>(rng_()) | 1u};
-        const unsigned flags = flagChoices[below(5)];
-        const bool valid = flags == orEventDefault || flags == orEventDisableTiming;
+        const unsigned flags = flagChoices[below(6)];
+        const bool valid =
+            (flags & ~static_cast<unsigned>(orEventDisableTiming | orEventDisableFailure)) == 0;
         orEvent_t e = nullptr;
         const orError_t r = call("orEventCreateWithFlags", valid ? kMemory : kValue,
                                  [&] { return orEventCreateWithFlags(&e, flags); });

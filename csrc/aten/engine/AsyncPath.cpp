@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include "aten/KernelAlias.h"
 #include "aten/engine/Arguments.h"
@@ -50,6 +51,31 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
   });
   at::AutoDispatchBelowADInplaceOrView guard;
   runCpuKernelNamingDevice(op, &s, device);
+}
+
+// [marker: engine-in-place-shape]
+// Note [In-place operators keep their shape]
+// An in-place operator never changes the shape of the tensor it updates (only resize_ and its
+// kin do): the CPU's TensorIterator raises "output with shape [2, 1] doesn't match the broadcast
+// shape [2, 3]" for a.pow_(b) where b does not broadcast to a. Some Python Meta kernels are
+// decompositions wrapped as out= functions (pow_, atan2_, fmod_, remainder_), which resize self
+// as an out= argument, with a warning, instead: followed, the engine resized a view and grew its
+// storage. Only out= arguments, and the arguments of resizing operators, may change shape.
+void checkInPlaceKeepsShape(const c10::OperatorHandle& op, size_t index, const at::Tensor& target,
+                            const TensorShape& shape) {
+  const auto& schema = op.schema();
+  if (schema.arguments()[index].is_out()) return;
+  if (std::string_view(schema.name()).find("resize") != std::string_view::npos) return;
+  TORCH_CHECK(false, "output with shape ", target.sizes(), " doesn't match the broadcast shape ",
+              c10::IntArrayRef(shape.sizes), " (openreg: ", schema.operator_name(), ")");
+}
+
+// Note [Out kernels that need a contiguous input] in OpTraits.cpp.
+bool contiguousInSomeFormat(const c10::IValue& arg) {
+  if (!arg.isTensor()) return false;
+  const at::Tensor& t = arg.toTensor();
+  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
 }
 
 // The answer for an operator that writes its arguments in place and has no Meta kernel: no new
@@ -99,7 +125,10 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   // 2. Outputs: reshape written arguments as the Meta kernel did; allocate new results.
   for (const auto& [index, shape] : answer->written) {
     const at::Tensor& target = args[index].toTensor();
-    if (target.sizes() != c10::IntArrayRef(shape.sizes)) target.resize_(shape.sizes);
+    if (target.sizes() != c10::IntArrayRef(shape.sizes)) {
+      checkInPlaceKeepsShape(op, index, target, shape);
+      target.resize_(shape.sizes);
+    }
     if (target.strides() != c10::IntArrayRef(shape.strides))
       target.as_strided_(shape.sizes, shape.strides);
   }
@@ -141,7 +170,9 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   //    The task is built in place on the heap and travels as one pointer: moving a task of
   //    inline vectors into the stream's queue copied every alias description once more.
   auto task = std::make_unique<AsyncTask>(op, &traits);
-  if (traits.outVariantFaithful && answer->everyResultATensor) task->outOp = traits.outVariant;
+  if (traits.outVariantFaithful && answer->everyResultATensor &&
+      (!traits.outNeedsContiguousInput || contiguousInSomeFormat(args[0])))
+    task->outOp = traits.outVariant;
   task->args.resize(nArgs);
   for (size_t i = 0; i < nArgs; ++i) {
     const c10::IValue& arg = args[i];
@@ -162,8 +193,17 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     task->args[task->generatorIndex].value = c10::IValue();
   }
   if (FaultInjection::armed()) task->injected = FaultInjection::kernelLaunch(device.index());
+  task->state = CallState::capture();
   // [marker: engine-async-launch]
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
+  // Note [Global state is the call's] in AsyncTask.h: a call in deterministic mode completes
+  // before it returns (not while a graph captures it: the replay runs with the capture's state).
+  bool wait = false;
+  if (task->state.deterministic) {
+    orStreamCaptureStatus capture = orStreamCaptureStatusNone;
+    OPENREG_CHECK(orStreamGetCaptureInfo(stream, &capture, nullptr));
+    wait = capture == orStreamCaptureStatusNone;
+  }
   at::Generator generator = task->generator;
   std::unique_lock<std::mutex> generatorLock;
   auto* generatorImpl = generator.defined() ? generator.get<GeneratorImpl>() : nullptr;
@@ -171,7 +211,8 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     generatorLock = std::unique_lock<std::mutex>(generator.mutex());
     generatorImpl->waitForPreviousUseOn(stream);
   }
-  OPENREG_CHECK(openreg::launch(stream, HeapTask<AsyncTask>{std::move(task)}));
+  OPENREG_CHECK(wait ? openreg::launchAndWait(stream, HeapTask<AsyncTask>{std::move(task)})
+                     : openreg::launch(stream, HeapTask<AsyncTask>{std::move(task)}));
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
 
   pushResults(schema, stack, args, fresh);

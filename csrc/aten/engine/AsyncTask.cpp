@@ -1,6 +1,8 @@
 #include "aten/engine/AsyncTask.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include "aten/engine/Arguments.h"
@@ -15,7 +17,49 @@ namespace {
 
 constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
+// Runs the kernel with the call's deterministic mode (Note [Global state is the call's]): nothing
+// to do in the usual case, where it has not changed since the call.
+class DeterministicScope {
+ public:
+  explicit DeterministicScope(const CallState& call) : call_(call) {
+    at::Context& ctx = at::globalContext();
+    previous_ = {ctx.deterministicAlgorithms(), ctx.deterministicAlgorithmsWarnOnly(),
+                 ctx.deterministicFillUninitializedMemory()};
+    changed_ = previous_.deterministic != call.deterministic ||
+               previous_.deterministicWarnOnly != call.deterministicWarnOnly ||
+               previous_.fillUninitialized != call.fillUninitialized;
+    if (changed_) set(call);
+  }
+  ~DeterministicScope() {
+    at::Context& ctx = at::globalContext();
+    // Put back the host's setting, unless the host has set it again meanwhile.
+    if (changed_ && ctx.deterministicAlgorithms() == call_.deterministic &&
+        ctx.deterministicAlgorithmsWarnOnly() == call_.deterministicWarnOnly &&
+        ctx.deterministicFillUninitializedMemory() == call_.fillUninitialized)
+      set(previous_);
+  }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  static void set(const CallState& state) {
+    at::Context& ctx = at::globalContext();
+    ctx.setDeterministicAlgorithms(state.deterministic, state.deterministicWarnOnly);
+    ctx.setDeterministicFillUninitializedMemory(state.fillUninitialized);
+  }
+
+  const CallState& call_;
+  CallState previous_;
+  bool changed_ = false;
+};
+
 }  // namespace
+
+CallState CallState::capture() {
+  const at::Context& ctx = at::globalContext();
+  return {ctx.deterministicAlgorithms(), ctx.deterministicAlgorithmsWarnOnly(),
+          ctx.deterministicFillUninitializedMemory(), c10::GradMode::is_enabled()};
+}
 
 // [marker: engine-task-run]
 void AsyncTask::operator()() {
@@ -23,6 +67,9 @@ void AsyncTask::operator()() {
     if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     // Note [Tasks run below autograd] in NativeKernel.h
     at::AutoDispatchBelowADInplaceOrView guard;
+    // Note [Global state is the call's]
+    c10::AutoGradMode gradMode(state.gradMode);
+    DeterministicScope deterministic(state);
     Aliases aliases;
     torch::jit::Stack inputs;
     inputs.reserve(args.size() + outputs.size());

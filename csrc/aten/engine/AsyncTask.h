@@ -36,6 +36,33 @@ struct TaskArgument {
   std::optional<KernelAliasSpec> alias;
 };
 
+// [marker: engine-call-state]
+// Note [Global state is the call's]
+// A CPU kernel reads some process state when it runs: deterministic mode (which algorithm,
+// whether to alert, whether to fill fresh memory with NaN) and the thread's grad mode. On a GPU
+// the host decides at the launch; here the kernel runs later, on a worker, and read the state of
+// that moment: switched off right after an index_copy with duplicate indices, the call took the
+// nondeterministic path. So the state is captured at the call (CallState::capture, a few loads)
+// and the task runs with it:
+//  - grad mode is the worker thread's own: set for the task (c10::AutoGradMode);
+//  - deterministic mode is process-wide, with no per-thread override in ATen. A call made with it
+//    on waits for its task (runAsync), so the state cannot change under it; a call made with it
+//    off whose task runs after the host turned it on sets it off for the kernel and back after
+//    (DeterministicScope), unless the host changed it again meanwhile. Another host thread
+//    reading the flag in that window sees it off, as it was at the call.
+// The default dtype is not needed: the Meta answer fixed every output's dtype at the call, and
+// the shape cache keys on it (Note [Shape cache]). Python's warnings filters are not either, for
+// now: a warning a kernel raises in a task goes to the worker's c10 handler (stderr), not to
+// Python's warnings, so no filter applies to it at any time (issue 24 lists such lost warnings).
+struct CallState {
+  bool deterministic = false;
+  bool deterministicWarnOnly = false;
+  bool fillUninitialized = true;
+  bool gradMode = true;
+
+  static CallState capture();
+};
+
 // [marker: engine-task]
 struct AsyncTask {
   AsyncTask(c10::OperatorHandle op, OpTraits* traits) : op(std::move(op)), traits(traits) {}
@@ -52,6 +79,7 @@ struct AsyncTask {
   at::Generator generator;  // random operators: the device generator
   int generatorIndex = -1;
   std::shared_ptr<const std::string> injected;  // Note [Fault injection] in core/FaultInjection.h
+  CallState state;                              // Note [Global state is the call's]
 
   void operator()();
   // What the task reads and writes (Note [Poisoned memory] in runtime/src/Poison.h).

@@ -15,15 +15,20 @@ namespace openreg::engine {
 c10::Device findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::Device> device;
   std::optional<c10::Device> other;
-  for (const c10::IValue& arg : args) {
-    forEachTensor(arg, [&](const at::Tensor& t) {
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    // A 0-dim CPU tensor is read as a scalar, but never written: as out= or in-place self it
+    // would be an output on another device (CUDA's TensorIterator refuses it the same way).
+    const auto* alias = i < arguments.size() ? arguments[i].alias_info() : nullptr;
+    const bool written = alias != nullptr && alias->isWrite();
+    forEachTensor(args[i], [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (isOpenReg(t)) {
         if (!device)
           device = t.device();
         else if (t.device() != *device && !other)
           other = t.device();
-      } else if (!(t.device().is_cpu() && t.dim() == 0) && !other) {
+      } else if (!(t.device().is_cpu() && t.dim() == 0 && !written) && !other) {
         other = t.device();
       }
     });

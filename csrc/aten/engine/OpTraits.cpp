@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,6 +69,23 @@ bool metaShapesDisagree(const c10::OperatorName& name) {
           name.name == "aten::_fft_r2c");
 }
 
+// [marker: engine-out-needs-contiguous]
+// Note [Out kernels that need a contiguous input]
+// The CPU's native_batch_norm.out (batch_norm_cpu_out, also behind the _native_batch_norm_legit
+// and _batch_norm_with_update families) is right only for an input contiguous in some memory
+// format: for x = repeat_interleave(t, 2, dim=-1)[..., ::2] (strides (20, 2)) it writes wrong
+// values (max error 1.07) and garbage statistics, whatever the out tensors' layout, while the
+// functional kernel, which is what the CPU runs for F.batch_norm, is right. Nothing about the call
+// shows it (no regrown output, Note [Unfaithful out kernels]), so these operators run their .out
+// kernel only for such inputs and the functional one otherwise, decided per call from the input's
+// own layout, never from the calls seen before.
+bool outNeedsContiguousInput(const c10::OperatorName& name) {
+  const std::string_view op = name.name;
+  return op == "aten::native_batch_norm" || op == "aten::_native_batch_norm_legit" ||
+         op == "aten::_native_batch_norm_legit_no_training" ||
+         op == "aten::_batch_norm_with_update";
+}
+
 // [marker: engine-foreign-operators]
 // Operators of other namespaces (custom operators: torch.library.custom_op, other libraries) may
 // have CPU kernels written in Python. A worker must never run Python: it would need the GIL, which
@@ -97,6 +115,7 @@ bool keyedByKind(const c10::TypePtr& type) {
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
   traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
+  traits->outNeedsContiguousInput = outNeedsContiguousInput(schema.operator_name());
   traits->callingThread = onCallingThread(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& arg = schema.arguments()[i];

@@ -27,6 +27,9 @@ struct OpTraits {
   bool shapesFromCpu = false;  // result shapes learned from the CPU kernel, not the Meta kernel
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
+  // The .out kernel is right only for a first argument contiguous in some memory format (Note
+  // [Out kernels that need a contiguous input] in OpTraits.cpp).
+  bool outNeedsContiguousInput = false;
   std::vector<size_t> newReturns;  // the returns that are not written arguments, in order
   std::vector<size_t> indexLists;  // Tensor?[] arguments (indices), which may hold CPU tensors
   // Bit i set: argument i (a Scalar or float) is keyed in the shape cache by its kind, not its

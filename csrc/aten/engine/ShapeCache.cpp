@@ -45,7 +45,10 @@ void Signature::addTensor(const at::Tensor& t) {
   push(static_cast<int64_t>(t.device().type()));
   push(static_cast<int64_t>(t.scalar_type()));
   push(static_cast<int64_t>(t.layout()));
-  push((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+  // A wrapped number (the 1.0 of `t + 1.0`) promotes as a Python scalar, a 0-dim tensor of the
+  // same dtype as a tensor: int64 + 1.0 is float32, int64 + tensor(0., float64) is float64.
+  push((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
+       (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0));
   push(t.dim());
   for (int64_t size : t.sizes()) push(size);
   for (int64_t stride : t.strides()) push(stride);

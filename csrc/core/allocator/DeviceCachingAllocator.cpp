@@ -148,7 +148,9 @@ bool DeviceCachingAllocator::recordFreeEvent(Block* block, c10::Stream use) noex
   std::string reason;
   try {
     DeviceScope scope(use.device_index());
-    orError_t status = orEventCreateWithFlags(&event, orEventDisableTiming);
+    // It orders the block's reuse after the stream's work, nothing more: a failure of that work
+    // is the stream's to report, and carried here it would raise in every later allocation.
+    orError_t status = orEventCreateWithFlags(&event, orEventDisableTiming | orEventDisableFailure);
     if (status == orSuccess) status = orEventRecord(event, OpenRegStream(use).stream());
     if (status == orSuccess) {
       pending_.emplace_back(event, block);

@@ -16,7 +16,8 @@ class HostEvent {
  public:
   explicit HostEvent(c10::Stream stream) {
     DeviceScope scope(stream.device_index());
-    OPENREG_CHECK(orEventCreateWithFlags(&event_, orEventDisableTiming));
+    // Orders the block's reuse only; a failure of the stream's work is the stream's to report.
+    OPENREG_CHECK(orEventCreateWithFlags(&event_, orEventDisableTiming | orEventDisableFailure));
     OPENREG_CHECK(orEventRecord(event_, OpenRegStream(stream).stream()));
   }
   HostEvent(HostEvent&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}

@@ -127,7 +127,8 @@ OPENREG_RUNTIME_API orError_t orGetDevice(int* device);
 OPENREG_RUNTIME_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
 
 /* Blocks until every task on every stream of the current device has completed. Returns
- * orErrorLaunchFailure if one of them failed since the last synchronizing call that reported it. */
+ * orErrorLaunchFailure if one of them failed and its failure has not been reported yet (by any
+ * call, on any thread: see docs/errors.md, "When the error state ends"). */
 OPENREG_RUNTIME_API orError_t orDeviceSynchronize(void);
 
 /* [out] free, total: bytes not held by live allocations, and the capacity, of the current device.
@@ -173,8 +174,8 @@ OPENREG_RUNTIME_API orError_t orStreamDestroy(orStream_t stream);
 OPENREG_RUNTIME_API orError_t orStreamQuery(orStream_t stream);
 
 /* Blocks until every task queued on `stream` before the call has completed. orErrorLaunchFailure
- * if one failed and no synchronizing call has reported it yet (this report ends the stream's
- * error state; memory the failure poisoned stays poisoned: see docs/errors.md). */
+ * if one failed and no call has reported that failure yet (a report by any call ends the failure's
+ * hold on every stream and event; memory it poisoned stays poisoned: see docs/errors.md). */
 OPENREG_RUNTIME_API orError_t orStreamSynchronize(orStream_t stream);
 
 /* Makes all future work on `stream` wait until the work captured by the most recent
@@ -288,13 +289,16 @@ OPENREG_RUNTIME_API orError_t orTaskFail(orTaskContext_t context, int category,
  * orErrorInvalidValue if accesses is NULL and count is not 0. */
 OPENREG_RUNTIME_API orError_t orCheckHostAccesses(const orMemoryAccess* accesses, size_t count);
 
-enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
+/* orEventDisableFailure: the event's records carry no task failure (orEventQuery and
+ * orEventSynchronize return orSuccess once complete, a stream waiting on it takes no failure from
+ * it), for events that only order work, such as an allocator's frees. */
+enum { orEventDefault = 0x0, orEventDisableTiming = 0x2, orEventDisableFailure = 0x4 };
 
 /* [out] event: a timing event of the current device. */
 OPENREG_RUNTIME_API orError_t orEventCreate(orEvent_t* event);
 
-/* [out] event; flags is orEventDefault or orEventDisableTiming, anything else is
- * orErrorInvalidValue. */
+/* [out] event; flags is orEventDefault or a combination of orEventDisableTiming and
+ * orEventDisableFailure, anything else is orErrorInvalidValue. */
 OPENREG_RUNTIME_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
 
 /* Captures the work queued on `stream` so far. Re-recording replaces what later queries and waits
@@ -303,8 +307,9 @@ OPENREG_RUNTIME_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned 
 OPENREG_RUNTIME_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* orSuccess if the most recent record has completed (or the event was never recorded),
- * orErrorNotReady otherwise; orErrorLaunchFailure, every time it is asked, if the record carries
- * a task failure (one its stream had not reported when the record completed). */
+ * orErrorNotReady otherwise; orErrorLaunchFailure if the record carries a task failure (one its
+ * stream had not reported when the record completed) that no call has reported since: the first
+ * report, this one or any other, ends it. */
 OPENREG_RUNTIME_API orError_t orEventQuery(orEvent_t event);
 
 /* Blocks until the most recent record has completed. orErrorLaunchFailure as orEventQuery. */
