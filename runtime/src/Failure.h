@@ -2,11 +2,12 @@
 //
 // One failure is one object: the message (device, and whatever the task said: for the PyTorch
 // layer, the operator and the CPU kernel's message) and the category the task attached
-// (orTaskFail; openreg::TaskError in C++), both immutable, and whether it has been reported to the program yet. The
-// stream that ran the task, the event records completed after it, the streams that waited on those
-// records and every byte of memory it poisoned hold the same object, so whoever meets it reports
-// the original error, word for word, and one report ends it everywhere but in the data. See Note
-// [Task errors] in Stream.cpp and Note [Poisoned memory] in Poison.h.
+// (orTaskFail; openreg::TaskError in C++), both immutable, and whether it has been reported to
+// the program yet. The stream that ran the task, the event records completed after it, the
+// streams that waited on those records and every byte of memory it poisoned hold the same object,
+// so whoever meets it reports the original error, word for word, and one report ends it
+// everywhere but in the data. See Note [Task errors] in Stream.cpp and Note [Poisoned memory] in
+// Poison.h.
 #pragma once
 
 #include <openreg/runtime.h>
