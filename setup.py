@@ -54,6 +54,13 @@ def cmake_cache_value(build_dir: Path, name: str) -> str:
     raise KeyError(f"{name} is not in {build_dir}/CMakeCache.txt")
 
 
+# The CMake tree, and under it setuptools' own staging folders (build/lib, bdist): two builds for
+# different torch releases from one checkout, even at once, share nothing.
+CMAKE_BUILD_DIR = Path(
+    os.environ.get("OPENREG_CMAKE_BUILD_DIR", ROOT / "build" / f"python-{str(torch.__version__).split('+')[0]}")
+)
+
+
 class BuildWithCMake(build_py):
     """Runs the CMake build, then copies the package with the shared objects it wrote.
 
@@ -64,8 +71,7 @@ class BuildWithCMake(build_py):
     """
 
     def run(self) -> None:
-        default = ROOT / "build" / f"python-{str(torch.__version__).split('+')[0]}"
-        build_dir = Path(os.environ.get("OPENREG_CMAKE_BUILD_DIR", default))
+        build_dir = CMAKE_BUILD_DIR
         if not (build_dir / "CMakeCache.txt").exists():
             subprocess.check_call(
                 [
@@ -96,4 +102,5 @@ setup(
     install_requires=[TORCH_REQUIREMENT],
     cmdclass={"build_py": BuildWithCMake},
     package_data={"torch_openreg": ["*.so", "lib/*.so"]},
+    options={"build": {"build_base": str(CMAKE_BUILD_DIR / "setuptools")}},
 )
