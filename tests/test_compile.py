@@ -370,6 +370,23 @@ def test_inductor_registration_is_asked_by_inductor_from_2_15_and_hooked_on_impo
     assert result.stdout.split() == ["True", "True", "OpenRegScheduling"], result.stdout
 
 
+@pytest.mark.parametrize("first", ["device_interface", "inductor"])
+def test_registration_completes_when_a_compile_module_is_the_program_s_first_import(first):
+    # Its own import of torch._dynamo or Inductor runs a hook that needs the module being imported.
+    result = run_python(
+        f"""
+        import torch_openreg._compile.{first}
+        import torch
+        from torch._dynamo.device_interface import get_interface_for_device
+        from torch._inductor.codegen.common import get_scheduling_for_device
+        torch.openreg._inductor_backend_init()
+        print(get_interface_for_device("openreg").__name__, get_scheduling_for_device("openreg").__name__)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["OpenRegInterface", "OpenRegScheduling"], result.stdout
+
+
 def test_inductor_still_names_triton_for_openreg():
     """Note [Inductor's backend of a device]: when 2.13.0's get_current_backend answers the C++
     backend for openreg by itself, this test fails and the patch should go."""

@@ -15,7 +15,10 @@ part the moment the module holding its registry finishes loading:
   torch._inductor.scheduler           the patch of Note [Inductor's CPU-only guards]
 A module already loaded gets its part at once. The hook is an import finder (sys.meta_path) that
 wraps the module's own loader, so the module loads as it would and the registration runs after;
-it patches nothing of torch.
+it patches nothing of torch. A program whose first import is one of this package's modules that
+import Dynamo or Inductor at their top (`from torch_openreg._compile.device_interface import ...`)
+loads torch._dynamo from inside that module, before the module has its classes: the hooks wait
+while one of ours is mid-import, and `ready()` on each such module's last line runs them.
 
 From torch 2.15 on, Inductor asks the device module itself: init_backend_registration(), which
 runs before every compilation's lowering, calls `torch.openreg._inductor_backend_init()` until the
@@ -87,10 +90,43 @@ _pending: dict[str, Callable[[], None]] = {}
 _lock = threading.Lock()
 
 
+def _initializing(name: str) -> bool:
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
 def _loaded(name: str) -> bool:
-    module = sys.modules.get(name)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
+    return name in sys.modules and not _initializing(name)
+
+
+def _ours_initializing(besides: str = "") -> bool:
+    return any(_initializing(n) for n in list(sys.modules) if n.startswith(__name__ + ".") and n != besides)
+
+
+_deferred: list[Callable[[], None]] = []
+
+
+def _unless_ours_are_loading(callback: Callable[[], None]) -> Callable[[], None]:
+    """A registration hook that waits while a module of this package is mid-import. A program whose
+    first import is one of them (`from torch_openreg._compile.device_interface import ...`) makes
+    that module import torch._dynamo or Inductor, whose hook then needs the module before it has
+    its classes; `ready()` on the module's last line runs the hook instead."""
+
+    def run() -> None:
+        if _ours_initializing():
+            _deferred.append(callback)
+        else:
+            callback()
+
+    return run
+
+
+def ready(module: str) -> None:
+    """The last line of each module here that imports torch._dynamo or torch._inductor at its top:
+    runs the registrations its import put off, once no other module here is mid-import."""
+    if not _ours_initializing(besides=module):
+        while _deferred:
+            _deferred.pop(0)()
 
 
 class _ThenRegister(importlib.abc.Loader):
@@ -139,6 +175,6 @@ def install() -> None:
             callback()
         else:
             with _lock:
-                _pending[name] = callback
+                _pending[name] = _unless_ours_are_loading(callback)
     if _pending and _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)

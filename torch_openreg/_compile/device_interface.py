@@ -136,3 +136,9 @@ class OpenRegInterface(DeviceInterface):
 def get_raw_stream(device_idx: int) -> int:
     """What generated wrappers import as `get_raw_stream` for openreg (OpenRegDeviceOpOverrides)."""
     return OpenRegInterface.get_raw_stream(device_idx)
+
+
+
+from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])
+
+ready(__name__)

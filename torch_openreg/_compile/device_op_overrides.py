@@ -31,3 +31,8 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
 
 def register() -> None:
     register_device_op_overrides("openreg", OpenRegDeviceOpOverrides())
+
+
+from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])
+
+ready(__name__)

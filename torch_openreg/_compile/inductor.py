@@ -130,3 +130,8 @@ def register() -> None:
     from . import config
 
     register_backend_for_device("openreg", OpenRegScheduling, OpenRegWrapperCodegen, device_custom_config=config)
+
+
+from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])
+
+ready(__name__)

@@ -110,3 +110,8 @@ def launcher(compile_kernel: Callable[[], Any], kinds: list[int], name: str, gra
 
         return LambdaFuture(resolve)
     return make(binding)
+
+
+from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])
+
+ready(__name__)
