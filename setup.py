@@ -54,11 +54,14 @@ def cmake_cache_value(build_dir: Path, name: str) -> str:
     raise KeyError(f"{name} is not in {build_dir}/CMakeCache.txt")
 
 
-# The CMake tree, and under it setuptools' own staging folders (build/lib, bdist): two builds for
-# different torch releases from one checkout, even at once, share nothing.
+# The CMake tree, and under it setuptools' own staging folders (build/lib, bdist, the egg-info with
+# the torch requirement): two builds for different torch releases from one checkout, even at
+# once, share nothing.
 CMAKE_BUILD_DIR = Path(
     os.environ.get("OPENREG_CMAKE_BUILD_DIR", ROOT / "build" / f"python-{str(torch.__version__).split('+')[0]}")
 )
+STAGING = CMAKE_BUILD_DIR / "setuptools"
+STAGING.mkdir(parents=True, exist_ok=True)
 
 
 class BuildWithCMake(build_py):
@@ -102,5 +105,5 @@ setup(
     install_requires=[TORCH_REQUIREMENT],
     cmdclass={"build_py": BuildWithCMake},
     package_data={"torch_openreg": ["*.so", "lib/*.so"]},
-    options={"build": {"build_base": str(CMAKE_BUILD_DIR / "setuptools")}},
+    options={"build": {"build_base": str(STAGING)}, "egg_info": {"egg_base": str(STAGING)}},
 )
