@@ -130,7 +130,9 @@ def test_cpp_frames_when_asked_for():
         kept = _make(1)  # noqa: F841
         frames = memory._snapshot()["device_traces"][0][-1]["frames"]
         names = [f["name"] for f in frames]
-        assert any("openreg::allocator::DeviceCachingAllocator::" in n for n in names)
+        # The recording frame itself; torch 2.15's symbolizer leaves the allocator's hidden
+        # functions below it as "??" (2.13 and 2.14 name them): docs/versions.md.
+        assert any("openreg::allocator::" in n for n in names), names
         assert "_make" in names
     finally:
         memory._record_memory_history(enabled=None, clear_history=True)
