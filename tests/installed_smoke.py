@@ -8,6 +8,7 @@ of the package imports, a training step equals the CPU's bit for bit, torch.comp
 all-reduce, and `python -m torch_openreg`.
 """
 
+import datetime
 import importlib
 import os
 import pkgutil
@@ -78,7 +79,11 @@ def test_torch_compile_runs_inductor_kernels_on_openreg():
 
 
 def _all_reduce(rank: int, world_size: int, init_file: str) -> None:
-    dist.init_process_group(init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    # Gloo (under occl) on the loopback interface: the host name of a build or CI machine may not
+    # resolve to an address the two ranks can reach each other on.
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=120))
     torch.openreg.set_device(rank % torch.openreg.device_count())
     tensor = torch.full((4,), float(rank + 1), device="openreg")
     dist.all_reduce(tensor)
