@@ -89,11 +89,8 @@ def _all_reduce(rank: int, world_size: int, init_file: str) -> None:
     dist.all_reduce(tensor)
     assert dist.get_backend() != "gloo" and tensor.device.type == "openreg"
     assert tensor.cpu().tolist() == [3.0] * 4, tensor
-    # Not dist.destroy_process_group(): destroying the occl group can deadlock when Gloo's loop
-    # thread drops the collective's last Work at that moment (it needs the GIL the destroying
-    # thread holds while it joins that loop; seen in 2 of 3 runs on 2.14.1). Open bug, in
-    # docs/distributed.md; the process ends here without tearing the group down.
-    os._exit(0)
+    # Destroyed right after the collective: this once deadlocked (Note [Destroyed without the GIL]).
+    dist.destroy_process_group()
 
 
 def test_a_two_rank_all_reduce_on_occl(tmp_path):

@@ -7,6 +7,8 @@ tensors in the same processes. Longer runs (FSDP2, DTensor, checkpoints, faults,
 tests/distributed/ (`make test-distributed`).
 """
 
+import os
+
 import distributed_checks
 import pytest
 import torch.distributed as dist
@@ -83,3 +85,35 @@ def test_default_backend_type_is_custom_with_the_patch_before_2_14_and_without_i
     else:
         assert applied == "False", "the patch is applied on a release that does not need it"
         assert outcomes == ["custom", "ddp-ok"], outcomes
+
+
+def test_a_group_destroyed_right_after_a_collective_ends_every_time(tmp_path):
+    """Note [Destroyed without the GIL]: a rank destroying its group right after an all-reduce hung
+    in 2 of 3 runs on 2.14.1 (joining Gloo's thread with the GIL held while that thread waited for
+    it), and the other rank's next init_process_group then timed out. Ten cycles on two ranks."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "ranks.py"  # spawned ranks import their function from a file
+    script.write_text(textwrap.dedent(f"""
+        import datetime, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+        def rank_main(rank):
+            for cycle in range(10):
+                dist.init_process_group("occl", init_method="file://{tmp_path}/init" + str(cycle),
+                                        rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+                t = torch.full((4,), float(rank + 1), device="openreg")
+                dist.all_reduce(t)
+                assert t.cpu().tolist() == [3.0] * 4
+                dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            mp.spawn(rank_main, nprocs=2, join=True)
+            print("done")
+    """))
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["done"]

@@ -36,6 +36,22 @@ def test_a_factory_writes_only_the_elements_of_a_strided_out_view(factory):
     assert torch.count_nonzero(results[1][:, [0, 1, 2, 4, 5]]) == 0
 
 
+@pytest.mark.parametrize("shape", [(12,), (12, 1), (3, 4), (3, 2, 2)])
+def test_nonzero_into_an_out_it_must_grow_matches_the_cpu_every_time(shape):
+    # Found by PyTorch's test_shape_ops: the grown out= took its values from this thread while the
+    # copy of its old bytes was still queued, which then landed on them (from the second call on,
+    # once the cache handed back a block that had held other data).
+    torch.manual_seed(0)
+    for _ in range(3):
+        x = torch.randint(2, shape, device=DEV, dtype=torch.float32)
+        out, expected = torch.empty([], dtype=torch.long, device=DEV), torch.empty([], dtype=torch.long)
+        for device_out, source in ((out, x), (expected, x.cpu())):
+            with pytest.warns(UserWarning, match="was resized"):
+                torch.nonzero(source, out=device_out)
+        assert torch.equal(out.cpu(), expected)
+        assert out.stride() == expected.stride()  # the CPU's column-major result
+
+
 def test_resize_to_the_same_size_keeps_a_views_strides():
     base = torch.zeros(3, 5, device=DEV)
     view = base[:, 1]

@@ -101,23 +101,41 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
 
 }  // namespace
 
-ProcessGroupOccl::ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo)
+ProcessGroupOccl::ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo,
+                                   WithoutGil withoutGil)
     : c10d::Backend(gloo->getRank(), gloo->getSize()),
       gloo_(std::move(gloo)),
-      makeGloo_(std::move(makeGloo)) {
+      makeGloo_(std::move(makeGloo)),
+      withoutGil_(std::move(withoutGil)) {
   commThread_ = std::thread([this] { commLoop(); });
   completionThread_ = std::thread([this] { completionLoop(); });
 }
 
-// Everything queued still runs (and completes its Work) before the threads end.
+// [marker: occl-destroyed-without-gil]
+// Note [Destroyed without the GIL]
+// Everything queued still runs (and completes its Work) before the threads end, and the Gloo
+// backend goes with this one, joining Gloo's threads. The last reference to a WorkOccl can be
+// dropped on any of those threads (Gloo's drops the callback that completes it), and a WorkOccl
+// keeps the caller's tensors, whose Python objects need the GIL to let go of. The destructor
+// runs where the group's last reference went, usually on the Python thread, holding the GIL
+// (destroy_process_group): it must wait for those threads without it, or a group destroyed right
+// after a collective deadlocks.
 ProcessGroupOccl::~ProcessGroupOccl() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+  auto finish = [this] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    launchPending_.notify_all();
+    if (commThread_.joinable()) commThread_.join();
+    if (completionThread_.joinable()) completionThread_.join();
+    gloo_.reset();
+  };
+  if (withoutGil_) {
+    withoutGil_(finish);
+  } else {
+    finish();
   }
-  launchPending_.notify_all();
-  if (commThread_.joinable()) commThread_.join();
-  if (completionThread_.joinable()) completionThread_.join();
 }
 
 // [marker: occl-comm-loop]
@@ -240,7 +258,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupOccl::split(
   const int groupRank = static_cast<int>(it - ranks.begin());
   const auto timeout = opts ? opts->timeout : getBackendOptions()->timeout;
   auto gloo = makeGloo_(store, groupRank, static_cast<int>(ranks.size()), timeout);
-  return c10::make_intrusive<ProcessGroupOccl>(std::move(gloo), makeGloo_);
+  return c10::make_intrusive<ProcessGroupOccl>(std::move(gloo), makeGloo_, withoutGil_);
 }
 
 void ProcessGroupOccl::setGroupUid(const std::string& pgUid) {

@@ -37,7 +37,12 @@ class OPENREG_TORCH_API ProcessGroupOccl : public c10d::Backend {
   using GlooMaker = std::function<c10::intrusive_ptr<c10d::Backend>(
       const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds)>;
 
-  ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo);
+  // Runs a wait without the GIL when the calling thread holds it (Note [Destroyed without the
+  // GIL]); this library has no Python, so the Python layer supplies it.
+  using WithoutGil = std::function<void(const std::function<void()>&)>;
+
+  ProcessGroupOccl(c10::intrusive_ptr<c10d::Backend> gloo, GlooMaker makeGloo,
+                   WithoutGil withoutGil);
   ~ProcessGroupOccl() override;
 
   const std::string getBackendName() const override { return "occl"; }
@@ -113,6 +118,7 @@ class OPENREG_TORCH_API ProcessGroupOccl : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   GlooMaker makeGloo_;
+  WithoutGil withoutGil_;
   // Note [occl launch and completion]
   // Launches happen in issue order: on the issuing thread itself when nothing is queued or being
   // launched and the inputs are ready (no thread hand-off: small collectives cost what Gloo's do),

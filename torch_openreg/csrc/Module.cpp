@@ -264,7 +264,16 @@ PYBIND11_MODULE(_C, m) {
             return (*makeGloo)(store, rank, size, timeout.count())
                 .cast<c10::intrusive_ptr<c10d::Backend>>();
           };
-          return c10::make_intrusive<openreg::distributed::ProcessGroupOccl>(std::move(gloo),
-                                                                             std::move(maker));
+          // Note [Destroyed without the GIL] in ProcessGroupOccl.cpp.
+          auto withoutGil = [](const std::function<void()>& wait) {
+            if (Py_IsInitialized() && PyGILState_Check()) {
+              py::gil_scoped_release noGil;
+              wait();
+            } else {
+              wait();
+            }
+          };
+          return c10::make_intrusive<openreg::distributed::ProcessGroupOccl>(
+              std::move(gloo), std::move(maker), std::move(withoutGil));
         }));
 }

@@ -95,10 +95,16 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   }
   for (const Made& made : aliases) {
     // An out= argument the CPU kernel resized where no Meta kernel could say so ahead (this path
-    // runs without one): the device tensor takes the new shape, then the values.
+    // runs without one): the device tensor takes the new shape and the kernel's strides (nonzero
+    // gives a column-major result), then the values. Growing the storage queues a copy of its old
+    // bytes on the stream, so the values go through the stream too: written from this thread,
+    // that queued copy landed on them afterwards.
     if (made.alias.sizes() != made.target.sizes()) {
-      made.target.resize_(made.alias.sizes());
-      kernelAlias(made.target).copy_(made.alias);
+      const at::Tensor values = made.alias.clone(at::MemoryFormat::Preserve);
+      made.target.resize_(values.sizes());
+      if (values.is_non_overlapping_and_dense())
+        made.target.unsafeGetTensorImpl()->set_sizes_and_strides(values.sizes(), values.strides());
+      made.target.copy_(values);
     } else {
       keepKernelChanges(op, made.alias, made.spec);
     }

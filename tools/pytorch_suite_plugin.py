@@ -1,0 +1,131 @@
+"""pytest plugin for tools/pytorch_suite.py: runs one of PyTorch's device-generic test files.
+
+Loaded with `-p pytorch_suite_plugin` (tools/ on PYTHONPATH) in a fresh process per file and
+device. It does three things before the test file is imported:
+- bridges test-helper names that PyTorch renamed since the copy of the file was written
+  (`BRIDGES`), so an older file imports on the installed torch without being edited;
+- on openreg (`OPENREG_SUITE_DEVICE=openreg`), configures `PrivateUse1TestBase` through PyTorch's
+  own hooks: `bypass_device_restrictions`, so accelerator-only tests (`@onlyCUDA`) run too, and
+  the expected failures of `pytorch_suite_expected.py` as `unittest.expectedFailure`, so a fix
+  shows up as an unexpected success;
+- streams one JSON line per test to `OPENREG_SUITE_EVENTS`: "start" before it runs (so the parent
+  can name the test a crash or a hang killed), then its outcome, duration and first error line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import time
+import unittest
+
+_EVENTS = None
+
+
+def _emit(event: dict) -> None:
+    _EVENTS.write(json.dumps(event) + "\n")
+    _EVENTS.flush()
+
+
+# Names an older test file imports that the installed torch spells differently: module ->
+# {old name: new name}. Each is the same helper renamed, checked by reading both releases.
+BRIDGES = {
+    "torch.testing._internal.common_utils": {"skipIfMps": "skipIfMPS"},
+}
+
+
+def _bridge() -> None:
+    import importlib
+
+    for module_name, names in BRIDGES.items():
+        module = importlib.import_module(module_name)
+        for old, new in names.items():
+            if not hasattr(module, old) and hasattr(module, new):
+                setattr(module, old, getattr(module, new))
+
+
+def _generic_name(test_name: str, device_type: str) -> str:
+    """`test_foo_openreg_float32` -> `test_foo`: the key of pytorch_suite_expected.EXPECTED."""
+    return re.split(rf"_{device_type}(_|$)", test_name, maxsplit=1)[0]
+
+
+def _configure_openreg() -> None:
+    import pytorch_suite_expected as expected
+    from torch.testing._internal.common_device_type import PrivateUse1TestBase
+
+    PrivateUse1TestBase.bypass_device_restrictions = True
+    PrivateUse1TestBase.test_exclusions = {
+        cls: set(tests) for cls, tests in expected.EXCLUDED.items()
+    }
+    instantiate = PrivateUse1TestBase.instantiate_test.__func__
+
+    @classmethod
+    def instantiate_test(cls, name, test, *, generic_cls=None):
+        before = set(cls.__dict__)
+        instantiate(cls, name, test, generic_cls=generic_cls)
+        reasons = expected.EXPECTED.get(generic_cls.__name__, {})
+        for new in set(cls.__dict__) - before:
+            if new.startswith("test") and _expected_reason(reasons, new, cls.device_type):
+                setattr(cls, new, unittest.expectedFailure(getattr(cls, new)))
+
+    PrivateUse1TestBase.instantiate_test = instantiate_test
+
+
+def _expected_reason(reasons: dict, test_name: str, device_type: str) -> str | None:
+    """The reason for an instantiated test: an entry names the generic test (every variant) or one
+    variant exactly (`test_foo_openreg_float16`)."""
+    if test_name in reasons:
+        return reasons[test_name]
+    return reasons.get(_generic_name(test_name, device_type))
+
+
+def pytest_configure(config) -> None:
+    global _EVENTS
+    _EVENTS = open(os.environ["OPENREG_SUITE_EVENTS"], "a", encoding="utf-8")  # noqa: SIM115 (open until exit)
+    _bridge()
+    if os.environ.get("OPENREG_SUITE_DEVICE") == "openreg":
+        _configure_openreg()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Leaves out the tests an earlier process of this run already finished or died in."""
+    skip_file = os.environ.get("OPENREG_SUITE_SKIP")
+    done = set(pathlib.Path(skip_file).read_text(encoding="utf-8").split("\n")) if skip_file else set()
+    if done:
+        kept = [item for item in items if item.nodeid not in done]
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
+        items[:] = kept
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _emit({"event": "start", "test": nodeid, "time": time.time()})
+
+
+def _first_line(report) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message.strip().splitlines()[0][:300] if crash.message.strip() else ""
+    if isinstance(report.longrepr, tuple):  # a skip: (file, line, reason)
+        return str(report.longrepr[2])[:300]
+    return str(report.longrepr).strip().splitlines()[-1][:300] if report.longrepr else ""
+
+
+def pytest_runtest_logreport(report) -> None:
+    # One outcome per test: a setup failure or skip, else the call's outcome.
+    if report.when == "setup" and report.outcome == "passed":
+        return
+    if report.when == "teardown" and report.outcome == "passed":
+        return
+    if hasattr(report, "wasxfail"):
+        outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.when == "teardown":
+        outcome = "teardown-error"
+    else:
+        outcome = report.outcome  # passed, failed, skipped
+    if outcome == "failed" and "Unexpected success" in str(report.longrepr):
+        outcome = "xpassed"
+    _emit({"event": "end", "test": report.nodeid, "outcome": outcome,
+           "seconds": round(report.duration, 4), "message": _first_line(report)
+           if outcome != "passed" else ""})
