@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-abi test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed
+.PHONY: all setup build test test-abi test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed conformance-pytorch
 
 all: build
 
@@ -107,6 +107,13 @@ demo: build
 # dtype, forward and backward; writes conformance/coverage.{json,md} (docs/conformance.md).
 conformance: build
 	$(PYTHON) tools/conformance.py --jobs $(JOBS) --out conformance
+
+# PyTorch's own device-generic test files, each run on the CPU and on openreg in fresh processes,
+# compared test by test; writes conformance/pytorch-suite.{json,md} (docs/conformance.md).
+# PYTORCH_TESTS names a folder of files read from pytorch/pytorch, kept outside this repository.
+conformance-pytorch: build
+	@test -n "$(PYTORCH_TESTS)" || { echo "make conformance-pytorch: set PYTORCH_TESTS to a folder of PyTorch test files (docs/conformance.md)"; exit 2; }
+	$(PYTHON) tools/pytorch_suite.py --tests $(PYTORCH_TESTS) --jobs $(JOBS) --out conformance
 
 # The runtime on its own, without PyTorch.
 tour: build

@@ -2,7 +2,7 @@
 """PyTorch's own device-generic test files, on the CPU and on openreg, compared test by test.
 
     python tools/pytorch_suite.py --tests DIR [--files test_view_ops.py,...] [--out DIR]
-                                  [--jobs N] [--timeout S] [--rerun-max N]
+                                  [--jobs N] [--timeout S] [--rerun-max N] [--expected FILE]
 
 DIR is a folder of test files read from pytorch/pytorch (kept outside the repository). Each file
 runs twice, each time in a fresh process: with only the CPU instantiated
@@ -134,9 +134,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes at once; wall-time ratios are fairest with 1")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    parser.add_argument("--expected", type=pathlib.Path, default=TOOLS / "pytorch_suite_expected.py",
+                        help="the expected failures (default: tools/pytorch_suite_expected.py)")
     parser.add_argument("--rerun-max", type=int, default=400,
                         help="most failures per file to re-run alone")
     args = parser.parse_args()
+    os.environ["OPENREG_SUITE_EXPECTED"] = str(args.expected.resolve())
     args.out.mkdir(parents=True, exist_ok=True)
     files = [args.tests / f for f in args.files.split(",") if f]
     missing = [str(f) for f in files if not f.exists()]

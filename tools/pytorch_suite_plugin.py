@@ -29,10 +29,26 @@ def _emit(event: dict) -> None:
     _EVENTS.flush()
 
 
-# Names an older test file imports that the installed torch spells differently: module ->
-# {old name: new name}. Each is the same helper renamed, checked by reading both releases.
+# Names an older test file imports that the installed torch spells differently, read from both
+# releases' torch/testing/_internal: module -> {old name: how to make it from the module}.
+def _tf32_is_not_fp32(_module):
+    # The older helper: True only on a CUDA device of compute capability 8.0 or later.
+    import torch
+
+    def tf32_is_not_fp32():
+        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+
+    return tf32_is_not_fp32
+
+
 BRIDGES = {
-    "torch.testing._internal.common_utils": {"skipIfMps": "skipIfMPS"},
+    "torch.testing._internal.common_utils": {"skipIfMps": lambda m: m.skipIfMPS},
+    "torch.testing._internal.common_device_type": {
+        "onlyOnCPUAndCUDA": lambda m: m.onlyNativeDeviceTypes,
+    },
+    "torch.testing._internal.common_cuda": {"tf32_is_not_fp32": _tf32_is_not_fp32},
+    # test_nn.py's module tests: a list then, a function that makes it now.
+    "torch.testing._internal.common_nn": {"new_module_tests": lambda m: m.get_new_module_tests()},
 }
 
 
@@ -41,9 +57,9 @@ def _bridge() -> None:
 
     for module_name, names in BRIDGES.items():
         module = importlib.import_module(module_name)
-        for old, new in names.items():
-            if not hasattr(module, old) and hasattr(module, new):
-                setattr(module, old, getattr(module, new))
+        for old, make in names.items():
+            if not hasattr(module, old):
+                setattr(module, old, make(module))
 
 
 def _generic_name(test_name: str, device_type: str) -> str:
@@ -51,9 +67,23 @@ def _generic_name(test_name: str, device_type: str) -> str:
     return re.split(rf"_{device_type}(_|$)", test_name, maxsplit=1)[0]
 
 
+def _expected_lists():
+    """tools/pytorch_suite_expected.py, or the file OPENREG_SUITE_EXPECTED names (the runner's own
+    tests use one of theirs)."""
+    import importlib.util
+
+    path = os.environ.get("OPENREG_SUITE_EXPECTED") or str(
+        pathlib.Path(__file__).with_name("pytorch_suite_expected.py"))
+    spec = importlib.util.spec_from_file_location("pytorch_suite_expected", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _configure_openreg() -> None:
-    import pytorch_suite_expected as expected
     from torch.testing._internal.common_device_type import PrivateUse1TestBase
+
+    expected = _expected_lists()
 
     PrivateUse1TestBase.bypass_device_restrictions = True
     PrivateUse1TestBase.test_exclusions = {

@@ -39,8 +39,12 @@ def classify(data: dict, test_key) -> dict:
                                  result.get("message", "")))
         extra = collections.Counter(r["outcome"] for k, (_, r) in dev.items() if k not in cpu
                                     or cpu[k]["outcome"] == "skipped")
-        cpu_seconds = sum(r.get("seconds", 0) for r in runs["cpu"].values())
-        dev_seconds = sum(r.get("seconds", 0) for r in runs["openreg"].values())
+        # Test time over the tests that ran on both (not skipped), so that openreg's extra tests
+        # (accelerator-only ones) do not count against it.
+        both = [k for k, r in cpu.items() if r["outcome"] != "skipped" and k in dev
+                and dev[k][1]["outcome"] != "skipped"]
+        cpu_seconds = sum(cpu[k].get("seconds", 0) for k in both)
+        dev_seconds = sum(dev[k][1].get("seconds", 0) for k in both)
         summary[name] = {"counts": counts, "failures": failures, "extra": extra,
                          "wall": runs["wall"], "seconds": (cpu_seconds, dev_seconds),
                          "import_error": [r["message"] for r in runs["openreg"].values()
@@ -58,7 +62,7 @@ def render(data: dict, test_key) -> str:
         "",
         ("| file | passed on CPU | of those, passed on openreg | expected failures | failed "
          "| spoiled | crash/timeout | skipped only on openreg | openreg-only tests run (passed) "
-         "| wall openreg ÷ CPU | test time openreg ÷ CPU |"),
+         "| wall openreg ÷ CPU | same tests' time openreg ÷ CPU |"),
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     total = collections.Counter()

@@ -10,6 +10,7 @@
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "core/Exception.h"
+#include "core/TaskWarnings.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
@@ -93,6 +94,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
                                : openreg::launchAndWait(handle, std::move(task)));
   }
 
+  if (!asynchronous) deliverTaskWarnings();  // the host has met the device (Note [Task warnings])
   if (crossDevice) {
     // The source's blocks are reused in its own stream's order: make that stream wait for the copy.
     streamWait(getCurrentOpenRegStream(self.device().index()), stream);

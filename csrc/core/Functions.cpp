@@ -5,6 +5,7 @@
 #include <openreg/runtime.h>
 
 #include "core/Exception.h"
+#include "core/TaskWarnings.h"
 
 namespace openreg {
 
@@ -55,6 +56,7 @@ c10::DeviceIndex MaybeExchangeDevice(c10::DeviceIndex device) {
 void device_synchronize(c10::DeviceIndex device) {
   DeviceScope scope(device);
   OPENREG_CHECK(orDeviceSynchronize());
+  deliverTaskWarnings();
   if (auto* t = trace::active()) (*t)->trace_gpu_device_synchronization(trace::kDevice);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/Exception.h"
+#include "core/TaskWarnings.h"
 #include "core/Functions.h"
 
 namespace openreg {
@@ -109,6 +110,7 @@ bool OpenRegStream::query() const {
 
 void OpenRegStream::synchronize() const {
   OPENREG_CHECK(orStreamSynchronize(stream()));
+  deliverTaskWarnings();
 }
 
 OpenRegStream getDefaultOpenRegStream(DeviceIndex device) {

@@ -2,6 +2,7 @@
 // cache or the Meta kernel) gets its outputs allocated on the device and one task queued on the
 // current stream; the host returns at once.
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 #include <openreg/task.hpp>
@@ -98,6 +99,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
 
   // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
   std::shared_ptr<const MetaAnswer> answer;
+  bool remembered = false;  // from the shape cache, without asking the Meta kernel
   if (traits.metaWorks == 0) {
     // [marker: engine-in-place-without-meta]
     // No Meta kernel, but none needed: an operator that only updates its arguments in place
@@ -110,6 +112,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     Signature signature;
     const bool keyed = signature.build(args, traits.kindOnlyArguments);
     answer = keyed ? traits.shapes.find(signature) : nullptr;
+    remembered = answer != nullptr;
     if (!answer) {
       if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
       answer = askMeta(op, traits, args);
@@ -127,6 +130,9 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     const at::Tensor& target = args[index].toTensor();
     if (target.sizes() != c10::IntArrayRef(shape.sizes)) {
       checkInPlaceKeepsShape(op, index, target, shape);
+      // The CPU warns on every call that resizes an out= with elements; the Meta kernel warned
+      // when it was asked, a remembered answer warns here, with ATen's words.
+      if (remembered) at::native::resize_output_check(target, shape.sizes);
       target.resize_(shape.sizes);
     }
     if (target.strides() != c10::IntArrayRef(shape.strides))

@@ -7,6 +7,7 @@
 
 #include "aten/engine/Arguments.h"
 #include "aten/engine/HeldWarnings.h"
+#include "core/TaskWarnings.h"
 #include "aten/engine/OutputRepair.h"
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
@@ -63,6 +64,7 @@ CallState CallState::capture() {
 
 // [marker: engine-task-run]
 void AsyncTask::operator()() {
+  TaskWarningSink warnings;  // Note [Task warnings]
   try {
     if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     // Note [Tasks run below autograd] in NativeKernel.h

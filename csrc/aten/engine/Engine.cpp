@@ -57,11 +57,13 @@
 #include "aten/engine/Paths.h"
 #include "core/Functions.h"
 #include "core/Hooks.h"
+#include "core/TaskWarnings.h"
 
 namespace openreg::engine {
 
 // [marker: engine-fallback]
 void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  deliverTaskWarnings();  // Note [Task warnings]
   OpTraits& traits = traitsFor(op);
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());

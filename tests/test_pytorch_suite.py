@@ -1,0 +1,97 @@
+"""tools/pytorch_suite.py on a small device-generic test file written here: each outcome the
+runner tells apart (passed, failed, crash, spoiled by an earlier test, expected failure, unexpected
+success, an accelerator-only test run on openreg) is produced on purpose and found in the report."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+TEST_FILE = '''
+import os
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, onlyCUDA
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+SPOIL = {}
+
+
+class TestSample(TestCase):
+    def test_passes(self, device):
+        self.assertEqual(torch.ones(3, device=device).sum().item(), 3.0)
+
+    def test_fails_on_the_accelerator(self, device):
+        self.assertEqual(torch.device(device).type, "cpu")
+
+    def test_crashes_on_the_accelerator(self, device):
+        if torch.device(device).type != "cpu":
+            os.abort()
+
+    def test_a_spoiling(self, device):
+        SPOIL["on"] = torch.device(device).type != "cpu"
+
+    def test_b_spoiled(self, device):
+        self.assertFalse(SPOIL.get("on", False))
+
+    def test_expected_to_fail(self, device):
+        self.assertEqual(torch.device(device).type, "cpu")
+
+    def test_expected_but_passes(self, device):
+        pass
+
+    @onlyCUDA
+    def test_only_cuda(self, device):
+        self.assertEqual(torch.zeros(2, device=device).tolist(), [0.0, 0.0])
+
+
+instantiate_device_type_tests(TestSample, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+
+EXPECTED = '''
+EXPECTED = {"TestSample": {"test_expected_to_fail": "reason", "test_expected_but_passes": "reason"}}
+EXCLUDED = {}
+'''
+
+
+def test_the_runner_tells_each_outcome_apart(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_sample.py").write_text(TEST_FILE)
+    (tmp_path / "expected.py").write_text(EXPECTED)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "pytorch_suite.py"), "--tests", str(tests),
+         "--files", "test_sample.py", "--out", str(out), "--expected", str(tmp_path / "expected.py"),
+         "--timeout", "120"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = json.loads((out / "pytorch-suite.json").read_text())["files"]["test_sample.py"]
+    cls = "test_sample.py::TestSamplePRIVATEUSE1::"
+    outcome = {t[len(cls):]: r["outcome"] for t, r in runs["openreg"].items() if t.startswith(cls)}
+    assert outcome == {
+        "test_passes_openreg": "passed",
+        "test_fails_on_the_accelerator_openreg": "failed",
+        "test_crashes_on_the_accelerator_openreg": "crash",
+        "test_a_spoiling_openreg": "passed",
+        "test_b_spoiled_openreg": "failed",
+        "test_expected_to_fail_openreg": "xfailed",
+        "test_expected_but_passes_openreg": "xpassed",
+        "test_only_cuda_openreg": "passed",  # bypass_device_restrictions
+    }
+    cpu = {t.split("::")[-1]: r["outcome"] for t, r in runs["cpu"].items()}
+    assert cpu["test_only_cuda_cpu"] == "skipped" and cpu["test_crashes_on_the_accelerator_cpu"] == "passed"
+    # Alone, the spoiled test passes; the others fail again.
+    alone = {t[len(cls):]: r["outcome"] for t, r in runs["alone"].items()}
+    assert alone["test_b_spoiled_openreg"] == "passed"
+    assert alone["test_fails_on_the_accelerator_openreg"] == "failed"
+    report = (out / "pytorch-suite.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| test_sample.py"))
+    # passed on CPU: 7 (all but only_cuda); on openreg 2 of them (passes, a_spoiling).
+    assert row.split(" | ")[1:9] == ["7", "2 (28.6%)", "1", "2", "1", "1", "0", "1 (1)"], row
+    assert textwrap.dedent("crash") in report

@@ -1,0 +1,58 @@
+"""Warnings on openreg are the CPU's: given on every call the CPU gives them, and never lost when
+the kernel that raised one ran in a task on a device worker (Note [Task warnings] in
+csrc/core/TaskWarnings.h). Found by PyTorch's device-generic tests (docs/conformance.md)."""
+
+import warnings
+
+import torch
+
+DEV = "openreg"
+
+
+def caught(fn):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen]
+
+
+def test_resizing_an_out_with_elements_warns_on_every_call_as_on_the_cpu():
+    # The first call asks the Meta kernel, which warns; later calls are served by the shape cache.
+    def calls(device):
+        a = torch.ones(3, device=device)
+        for _ in range(3):
+            torch.add(a, a, out=torch.empty(2, device=device))
+            torch.add(a, a, out=torch.empty(0, device=device))  # no elements: no warning
+
+    for device in ("cpu", DEV):
+        messages = caught(lambda device=device: calls(device))
+        assert len(messages) == 3, (device, messages)
+        assert all("An output with one or more elements was resized" in m for m in messages)
+
+
+def non_contiguous_searchsorted(device):
+    boundaries = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).t()
+    values = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).t()
+    return torch.searchsorted(boundaries, values)
+
+
+def test_a_warning_raised_in_a_task_arrives_when_the_result_is_read():
+    torch.set_warn_always(True)  # searchsorted warns once per process otherwise
+    try:
+        cpu = caught(lambda: non_contiguous_searchsorted("cpu"))
+        result = []
+        device = caught(lambda: result.append(non_contiguous_searchsorted(DEV).cpu()))
+        assert device == cpu and len(cpu) == 2 and "non-contiguous" in cpu[0]
+        assert torch.equal(result[0], non_contiguous_searchsorted("cpu"))
+        # Queued and synchronized: given by the synchronization.
+        assert caught(lambda: (non_contiguous_searchsorted(DEV), torch.openreg.synchronize())) == cpu
+        # Queued and left: given by the next operator call after the task ran, not lost.
+        def later():
+            non_contiguous_searchsorted(DEV)
+            while not torch.openreg.current_stream().query():  # a query gives nothing
+                pass
+            torch.ones(1, device=DEV).add_(1)
+
+        assert caught(later) == cpu
+    finally:
+        torch.set_warn_always(False)
