@@ -10,9 +10,9 @@
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "core/Exception.h"
-#include "core/TaskWarnings.h"
 #include "core/Functions.h"
 #include "core/Stream.h"
+#include "core/TaskWarnings.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/HostAllocator.h"
 

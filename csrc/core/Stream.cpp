@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/Exception.h"
-#include "core/TaskWarnings.h"
 #include "core/Functions.h"
+#include "core/TaskWarnings.h"
 
 namespace openreg {
 namespace {

@@ -7,11 +7,11 @@
 
 #include "aten/engine/Arguments.h"
 #include "aten/engine/HeldWarnings.h"
-#include "core/TaskWarnings.h"
 #include "aten/engine/OutputRepair.h"
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
 #include "core/Generator.h"
+#include "core/TaskWarnings.h"
 
 namespace openreg::engine {
 namespace {
