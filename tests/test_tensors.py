@@ -142,3 +142,26 @@ def test_operators_without_a_kernel_run_through_the_copying_fallback():
     assert same((dx + 1).cpu(), x + 1)
     assert same(torch.mm(dx, dy).cpu(), torch.mm(x, y))
     assert (dx * 2).device == torch.device("openreg:0")
+
+
+def test_deterministic_mode_fills_new_memory_as_the_cpu_does():
+    """torch.use_deterministic_algorithms(True): empty, empty_strided and the grown part of resize_
+    read as NaN (an integer type's largest value), as on the CPU and CUDA."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        results = []
+        for device in ("cpu", "openreg"):
+            grown = torch.zeros(2, device=device)
+            grown.resize_(4)
+            results.append([
+                torch.empty(3, device=device).cpu(),
+                torch.empty(2, dtype=torch.int32, device=device).cpu(),
+                torch.empty_strided((2, 2), (1, 2), device=device).cpu(),
+                grown.cpu(),
+            ])
+        for cpu, dev in zip(*results, strict=True):
+            assert torch.equal(cpu.nan_to_num(7.0), dev.nan_to_num(7.0)) and cpu.isnan().any() == dev.isnan().any()
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        torch.use_deterministic_algorithms(previous)

@@ -1,6 +1,7 @@
 // The operators every backend needs before tensors can exist, registered for PrivateUse1:
 // factories, views, resize, set_, copies, scalars, fill. Thin wrappers: the work is in
 // ATen's generic implementations, Copy.cpp and core/Storage.cpp.
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -10,6 +11,8 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
@@ -49,6 +52,19 @@ at::Tensor factory(const char* op, std::optional<at::Device> device, F&& make) {
   }
 }
 
+// As the CPU's and CUDA's factories: in deterministic mode (with
+// torch.utils.deterministic.fill_uninitialized_memory, on by default) new memory reads as NaN, or
+// an integer type's largest value, instead of whatever the block held. The fill is a queued task.
+bool fillsUninitialized() {
+  const auto& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
+at::Tensor fillIfDeterministic(at::Tensor t) {
+  if (C10_UNLIKELY(fillsUninitialized())) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<at::Layout> layout, std::optional<at::Device> device,
                  std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
@@ -57,8 +73,8 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
     TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
                 "openreg: only strided tensors are supported");
     DeviceScope scope(targetDevice(device));
-    return at::detail::empty_generic(size, &deviceAllocator(), kOpenRegKeys,
-                                     c10::dtype_or_default(dtype), memory_format);
+    return fillIfDeterministic(at::detail::empty_generic(
+        size, &deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype), memory_format));
   });
 }
 
@@ -71,7 +87,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
     TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
                 "openreg: only strided tensors are supported");
     DeviceScope scope(targetDevice(device));
-    return emptyStridedOnDevice(size, stride, c10::dtype_or_default(dtype));
+    return fillIfDeterministic(emptyStridedOnDevice(size, stride, c10::dtype_or_default(dtype)));
   });
 }
 
@@ -86,8 +102,12 @@ const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
     impl->set_sizes_contiguous(size);
     const size_t needed = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
                                                                      impl->storage_offset());
-    if (needed > impl->storage().nbytes())
+    const size_t before = impl->storage().nbytes();
+    if (needed > before) {
       resizeStorageBytes(impl->storage().unsafeGetStorageImpl(), needed);
+      if (C10_UNLIKELY(fillsUninitialized()))
+        at::native::fill_resize_deterministic_(self, static_cast<int64_t>(before));
+    }
   }
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
