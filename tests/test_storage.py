@@ -170,3 +170,26 @@ def test_data_swap_refuses_other_layouts():
     assert not torch._has_compatible_shallow_copy_type(torch.ones(3, device="openreg"), sparse)
     with pytest.raises(RuntimeError, match="incompatible tensor type"):
         torch.ones(3, 3, device="openreg").data = sparse
+
+
+def test_legacy_storage_classes_exist_as_on_cuda():
+    """tensor.storage_type() and TypedStorage.type() name torch.openreg.<Name>Storage, as CUDA's
+    name torch.cuda.<Name>Storage; the classes make storages on the device (torch_openreg/openreg/storage.py)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated
+        t = torch.ones(3, device="openreg")
+        assert t.storage_type() is torch.openreg.FloatStorage
+        assert t.to(torch.int64).storage_type() is torch.openreg.LongStorage
+        assert t.storage().type() == "torch.openreg.FloatStorage"
+        s = torch.openreg.DoubleStorage([1.0, 2.0, 3.0])
+        assert s.device.type == "openreg" and s.dtype == torch.float64 and s.tolist() == [1.0, 2.0, 3.0]
+        assert isinstance(torch.openreg.ByteStorage(2), torch.storage.TypedStorage)
+
+
+def test_is_set_to_compares_storage_and_geometry():
+    t = torch.empty(3, device="openreg")
+    s = torch.empty(0, device="openreg")
+    s.set_(t)
+    assert s.is_set_to(t) and not s.is_set_to(t[1:]) and not torch.empty(3, device="openreg").is_set_to(t)

@@ -7,6 +7,7 @@
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -204,6 +205,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", OPENREG_NATIVE(fill));
   m.impl("zero_", OPENREG_NATIVE(zero));
   m.impl("record_stream", OPENREG_NATIVE(recordStream));
+  // Compares storages and geometry, which the engine's aliases of the two tensors never share.
+  m.impl("is_set_to", OPENREG_NATIVE(at::native::is_set_to));
 }
 
 }  // namespace openreg

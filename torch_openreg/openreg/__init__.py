@@ -20,6 +20,8 @@ from .ipc import __all__ as _ipc_all
 from .ledger import *  # noqa: F403  (listed in ledger.__all__)
 from .memory import *  # noqa: F403  (listed in memory.__all__)
 from .random import *  # noqa: F403  (listed in random.__all__)
+from .storage import *  # noqa: F403  (listed in storage.__all__)
+from .storage import __all__ as _storage_all
 from .streams import (
     Event,
     Stream,
@@ -196,4 +198,5 @@ __all__ = [
     *_random.__all__,
     *_ipc_all,
     *_graphs.__all__,
+    *_storage_all,
 ]
