@@ -320,3 +320,14 @@ def test_a_transformer_encoder_serves_under_inference_mode_bitwise_equal_to_the_
         embedding.to("openreg")
         got = F.normalize(encoder(embedding(ids.to("openreg"))).mean(1), dim=-1)
         assert torch.equal(got.cpu(), expected)
+
+
+def test_a_check_the_meta_kernel_lacks_raises_at_the_call():
+    """Note [Call checks]: index_fill_ with a complex value on a real tensor raises where the CPU
+    raises, with the CPU's words, not in the task at the next synchronization."""
+    x = torch.zeros(2, 2, device="openreg")
+    index = torch.tensor([0], device="openreg")
+    with pytest.raises(RuntimeError, match=r"^index_fill_\(\): Converting complex Scalar to non-complex type"):
+        x.index_fill_(1, index, 1 + 1j)
+    torch.openreg.synchronize()  # nothing was queued
+    assert x.index_fill(1, index, 3.0).cpu().tolist() == [[3.0, 0.0], [3.0, 0.0]]

@@ -14,6 +14,7 @@ device. It does three things before the test file is imported:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -80,12 +81,27 @@ def _expected_lists():
     return module
 
 
+def _only_cpu(fn):
+    """@onlyCPU, deaf to bypass_device_restrictions."""
+    @functools.wraps(fn)
+    def only_fn(self, *args, **kwargs):
+        if self.device_type != "cpu":
+            raise unittest.SkipTest("Only runs on cpu")
+        return fn(self, *args, **kwargs)
+
+    return only_fn
+
+
 def _configure_openreg() -> None:
+    from torch.testing._internal import common_device_type
     from torch.testing._internal.common_device_type import PrivateUse1TestBase
 
     expected = _expected_lists()
 
+    # Accelerator-only tests (@onlyCUDA and the like) run on openreg; @onlyCPU tests, which check
+    # the CPU's own behaviour (numpy views of a tensor, CPU-only kernels), stay on the CPU.
     PrivateUse1TestBase.bypass_device_restrictions = True
+    common_device_type.onlyCPU = _only_cpu
     PrivateUse1TestBase.test_exclusions = {
         cls: set(tests) for cls, tests in expected.EXCLUDED.items()
     }
@@ -127,6 +143,18 @@ def pytest_collection_modifyitems(config, items) -> None:
         kept = [item for item in items if item.nodeid not in done]
         config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
         items[:] = kept
+
+
+def pytest_runtest_teardown(item) -> None:
+    """On openreg, each test ends with every device synchronized: a kernel failure the test left
+    queued is reported as this test's error (at teardown), not raised in whichever test
+    synchronizes next."""
+    if os.environ.get("OPENREG_SUITE_DEVICE") != "openreg":
+        return
+    import torch
+
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.synchronize(index)
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:

@@ -33,6 +33,7 @@
 // Where each part lives (csrc/aten/engine/):
 //   Engine.cpp        this note, the entry point runOnEngine (the path choice), the registrations
 //   CallDevice.cpp    the call's device, CPU index tensors, generators
+//   CallChecks.cpp    checks the CPU kernel makes on metadata where the Meta kernel does not
 //   AsyncPath.cpp     the asynchronous path; AsyncTask.cpp the task it queues
 //   MetaKernel.cpp    asking the Meta kernel; ShapeCache.cpp remembering its answers
 //   SyncPath.cpp      the synchronizing path
@@ -68,6 +69,7 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
+  if (traits.callCheck != nullptr) traits.callCheck(args);  // Note [Call checks]
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "

@@ -195,7 +195,10 @@ OpTraits& traitsFor(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<OpTraits>& traits = all[key];
   if (traits && traits->name != op.operator_name()) retired.push_back(std::move(traits));
-  if (!traits) traits = computeTraits(op.schema());
+  if (!traits) {
+    traits = computeTraits(op.schema());
+    traits->callCheck = callCheckFor(op.operator_name());
+  }
   seen[key] = traits.get();
   return *traits;
 }
