@@ -78,9 +78,9 @@ void rethrowNamingDevice(c10::Device device, std::string_view op) {
   try {
     throw;
   } catch (const c10::Error& e) {
-    throwOfKind(
-        kindOf(e), {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        "openreg: " + std::string(op) + " on " + device.str() + ": " + e.what_without_backtrace());
+    throwOfKind(kindOf(e), {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                std::string(e.what_without_backtrace()) + " (openreg: " + std::string(op) + " on " +
+                    device.str() + ")");
   }
 }
 

@@ -38,8 +38,10 @@ namespace openreg {
 // Inside a task's catch block: rethrows the exception in flight as an openreg::TaskError naming
 // `op` (Note [Task failures in Python]).
 [[noreturn]] OPENREG_TORCH_API void rethrowAsTaskError(std::string_view op);
-// Inside a catch block on the host: rethrows the c10 error in flight as the same type, its message
-// prefixed with the device and the operator (other exceptions pass unchanged).
+// Inside a catch block on the host: rethrows the c10 error in flight as the same type, the device
+// and the operator after its message, "<the CPU's words> (openreg: aten::op on openreg:0)": code
+// matches the CPU's words from their start (PyTorch's tests do, with `^`). Other exceptions pass
+// unchanged.
 [[noreturn]] OPENREG_TORCH_API void rethrowNamingDevice(c10::Device device, std::string_view op);
 }  // namespace openreg
 
