@@ -56,3 +56,20 @@ def test_a_warning_raised_in_a_task_arrives_when_the_result_is_read():
         assert caught(later) == cpu
     finally:
         torch.set_warn_always(False)
+
+
+def test_a_uint8_mask_warns_at_the_call_and_selects_what_the_cpu_selects():
+    # ATen warns while it expands the indices, which on openreg happens in the task; the engine
+    # gives the warning at the call and passes the bool mask it stands for.
+    results = []
+    for device in ("cpu", DEV):
+        x = torch.arange(0.0, 16, device=device).view(4, 4)
+        mask = torch.tensor([2, 0, 1, 0], dtype=torch.uint8, device=device)
+
+        def assign_and_read(x=x, mask=mask, device=device):
+            x[mask] = torch.tensor([3.0, 4.0, 5.0, 6.0], device=device)
+            results.append((x.cpu(), x[mask].cpu()))
+
+        messages = caught(assign_and_read)
+        assert len(messages) == 2 and all("torch.uint8 is now deprecated" in m for m in messages)
+    assert all(torch.equal(c, d) for c, d in zip(results[0], results[1], strict=True))

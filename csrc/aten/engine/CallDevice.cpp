@@ -45,16 +45,20 @@ c10::Device findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
 // openreg data, as CUDA does: the indices are copied to the data's device first.
 // Python's indexing passes the dimensions it slices as undefined tensors, not as None
 // (x[:, :, [0, 3]]).
+// A uint8 mask is deprecated: ATen warns when it expands the indices, which on openreg is inside
+// the task, after the call has returned. The warning is given here, at the call, as the CPU and
+// CUDA give it, and the mask becomes the bool mask it stands for (nonzero is true).
 void moveCpuIndices(const OpTraits& traits, torch::jit::Stack* stack, size_t nArgs) {
-  auto isCpu = [](const c10::IValue& element) {
-    return element.isTensor() && element.toTensor().defined() &&
-           element.toTensor().device().is_cpu();
+  auto needsWork = [](const c10::IValue& element) {
+    if (!element.isTensor() || !element.toTensor().defined()) return false;
+    const at::Tensor& t = element.toTensor();
+    return t.device().is_cpu() || t.scalar_type() == at::kByte;
   };
   for (size_t index : traits.indexLists) {
     c10::IValue& arg = (*stack)[stack->size() - nArgs + index];
     if (!arg.isList()) continue;
     const auto elements = arg.toListRef();
-    if (std::none_of(elements.begin(), elements.end(), isCpu)) continue;
+    if (std::none_of(elements.begin(), elements.end(), needsWork)) continue;
     std::optional<c10::Device> device;
     for (const c10::IValue& other : torch::jit::last(*stack, nArgs)) {
       forEachTensor(other, [&](const at::Tensor& t) {
@@ -66,10 +70,17 @@ void moveCpuIndices(const OpTraits& traits, torch::jit::Stack* stack, size_t nAr
     for (const c10::IValue& element : elements) {
       if (!element.isTensor() || !element.toTensor().defined()) {
         moved.push_back(std::nullopt);
-      } else {
-        const at::Tensor& t = element.toTensor();
-        moved.push_back(t.device().is_cpu() ? t.to(*device) : t);
+        continue;
       }
+      at::Tensor t = element.toTensor();
+      if (t.device().is_cpu()) t = t.to(*device);
+      if (t.scalar_type() == at::kByte) {
+        TORCH_WARN(
+            "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+            "instead.");
+        t = t.to(at::kBool);
+      }
+      moved.push_back(t);
     }
     arg = moved;
   }
