@@ -331,3 +331,40 @@ def test_a_check_the_meta_kernel_lacks_raises_at_the_call():
         x.index_fill_(1, index, 1 + 1j)
     torch.openreg.synchronize()  # nothing was queued
     assert x.index_fill(1, index, 3.0).cpu().tolist() == [[3.0, 0.0], [3.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.empty(3, dtype=torch.int16, device=d).random_(-70000, 10),
+        lambda d: torch.empty(3, dtype=torch.int16, device=d).random_(5, 2),
+        lambda d: torch.empty(2, device=d).uniform_(1, 0),
+        lambda d: torch.empty(2, device=d).normal_(0, -1),
+        lambda d: torch.empty(2, device=d).bernoulli_(1.5),
+    ],
+    ids=["random_bounds", "random_order", "uniform", "normal_std", "bernoulli_p"],
+)
+def test_random_operators_check_their_arguments_at_the_call(call):
+    """Note [Call checks]: the CPU kernel runs on a one-element stand-in, so the error is the CPU's,
+    raised at the call, and nothing is queued."""
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as device:
+        call("openreg")
+    assert str(device.value).startswith(str(cpu.value))
+    torch.openreg.synchronize()
+
+
+def test_a_random_call_check_moves_no_generator_and_warns_once():
+    import warnings
+
+    torch.manual_seed(3)
+    expected = torch.empty(4).uniform_()
+    torch.manual_seed(3)
+    assert torch.equal(torch.empty(4, device="openreg").uniform_().cpu(), expected)  # the check drew nothing
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.empty(3, dtype=torch.float16, device="openreg").random_(-(2**12), 10)
+        torch.openreg.synchronize()
+        torch.ones(1, device="openreg").add_(1)
+    assert [str(w.message)[:20] for w in seen] == ["from is out of bound"]

@@ -54,6 +54,12 @@ class DeterministicScope {
   bool changed_ = false;
 };
 
+struct DroppedWarnings : c10::WarningHandler {
+  DroppedWarnings() : guard(this) {}
+  void process(const c10::Warning&) override {}
+  c10::WarningUtils::WarningHandlerGuard guard;
+};
+
 }  // namespace
 
 CallState CallState::capture() {
@@ -64,7 +70,15 @@ CallState CallState::capture() {
 
 // [marker: engine-task-run]
 void AsyncTask::operator()() {
-  TaskWarningSink warnings;  // Note [Task warnings]
+  // Note [Task warnings]; an operator with a call check gave its warnings at the call (Note
+  // [Call checks]), and the kernel's repeats of them are dropped.
+  std::optional<TaskWarningSink> warnings;
+  std::optional<DroppedWarnings> dropped;
+  if (traits->callCheck != nullptr) {
+    dropped.emplace();
+  } else {
+    warnings.emplace();
+  }
   try {
     if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     // Note [Tasks run below autograd] in NativeKernel.h

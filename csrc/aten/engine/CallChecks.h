@@ -1,20 +1,27 @@
-// Checks a CPU kernel makes on metadata alone, where PyTorch's Meta kernel does not make them.
+// Checks a CPU kernel makes on its arguments alone, where PyTorch's Meta kernel does not make them.
 //
 // [marker: engine-call-checks]
 // Note [Call checks]
 // The asynchronous path raises at the call what the Meta kernel raises (shape, dtype and device
 // errors); what only the CPU kernel checks is raised in the task, and reaches the program at the
-// next synchronization (docs/errors.md). A check that needs no data (a dtype, a Scalar's kind) can
-// run at the call instead, where the CPU raises it: it is written here, with the CPU's words and
-// exception type, for the operators whose Meta kernel lacks it (found by PyTorch's own tests,
-// docs/conformance.md). Checks that need data (an index's bounds) stay in the task.
+// next synchronization (docs/errors.md). A check that needs no data (a dtype, a Scalar's kind or
+// value) runs at the call instead, where the CPU raises it, with the CPU's words, exception type
+// and warnings, for the operators whose Meta kernel lacks it (found by PyTorch's own tests,
+// docs/conformance.md):
+//  - index_fill with a complex value on a real tensor: the CPU's check, written here;
+//  - the in-place random operators (random_'s bounds for the dtype, uniform_'s, normal_'s std):
+//    the CPU kernel itself runs on a stand-in of at most one element, drawing from a generator of
+//    its own, so every check and warning is the CPU's and no user generator moves. The task's
+//    kernel then repeats those warnings: an operator with a call check drops its task's warnings.
+// Checks that need data (an index's bounds, a std tensor's values) stay in the task.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 namespace openreg::engine {
 
-using CallCheck = void (*)(c10::ArrayRef<c10::IValue> args);
+using CallCheck = void (*)(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                           c10::Device device);
 
 // The check for an operator, or nullptr.
 CallCheck callCheckFor(const c10::OperatorName& name);
