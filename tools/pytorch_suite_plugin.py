@@ -22,6 +22,8 @@ import re
 import time
 import unittest
 
+import pytest
+
 _EVENTS = None
 
 
@@ -145,16 +147,29 @@ def pytest_collection_modifyitems(config, items) -> None:
         items[:] = kept
 
 
-def pytest_runtest_teardown(item) -> None:
-    """On openreg, each test ends with every device synchronized: a kernel failure the test left
-    queued is reported as this test's error (at teardown), not raised in whichever test
-    synchronizes next."""
-    if os.environ.get("OPENREG_SUITE_DEVICE") != "openreg":
-        return
+def _synchronize_devices() -> None:
     import torch
 
     for index in range(torch.openreg.device_count()):
         torch.openreg.synchronize(index)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """On openreg, each test ends with every device synchronized: a kernel failure the test left
+    queued is reported as this test's failure, not raised in whichever test synchronizes next."""
+    if os.environ.get("OPENREG_SUITE_DEVICE") != "openreg":
+        return (yield)
+    try:
+        result = yield
+    except BaseException:
+        try:  # the test failed already; a failure it left queued goes with it
+            _synchronize_devices()
+        except Exception:
+            pass
+        raise
+    _synchronize_devices()
+    return result
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
