@@ -212,3 +212,21 @@ def test_a_call_made_in_deterministic_mode_runs_in_it(deterministic_mode_restore
     y = a.index_copy(0, torch.tensor([2, 2], device=DEV), torch.tensor([3.0, 4.0], device=DEV))
     torch.use_deterministic_algorithms(False)
     assert torch.equal(y.cpu(), torch.arange(10.0).index_copy(0, torch.tensor([2, 2]), torch.tensor([3.0, 4.0])))
+
+
+@pytest.mark.parametrize("factory", [
+    lambda out: torch.linspace(0, 3, 4, out=out),
+    lambda out: torch.logspace(0, 3, 4, out=out),
+    lambda out: torch.arange(4.0, out=out),
+], ids=["linspace", "logspace", "arange"])
+def test_a_sequence_into_an_out_of_the_right_count_keeps_its_shape(factory):
+    # Found by PyTorch's test_linspace: the Meta kernel resizes the out to 1-d, the CPU keeps a
+    # 2x2 view of 4 elements (Note [Sequence factories keep their out's shape]).
+    results = []
+    for device in ("cpu", DEV):
+        base = torch.zeros(2, 3, device=device)
+        out = base.narrow(1, 1, 2)
+        factory(out)
+        assert out.shape == (2, 2) and out.stride() == (3, 1)
+        results.append(base.cpu())
+    assert torch.equal(results[0], results[1])

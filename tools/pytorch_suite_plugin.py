@@ -165,7 +165,7 @@ def pytest_runtest_call(item):
     except BaseException:
         try:  # the test failed already; a failure it left queued goes with it
             _synchronize_devices()
-        except Exception:
+        except RuntimeError:  # reported once, here, and dropped
             pass
         raise
     _synchronize_devices()

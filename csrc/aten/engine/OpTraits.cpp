@@ -69,6 +69,20 @@ bool metaShapesDisagree(const c10::OperatorName& name) {
           name.name == "aten::_fft_r2c");
 }
 
+// [marker: engine-sequence-out]
+// Note [Sequence factories keep their out's shape]
+// The CPU's linspace, logspace, arange and range .out kernels resize their out= argument only when
+// its number of elements differs from the sequence's; an out of the right count keeps its shape
+// (torch.linspace(0, 3, 4, out=x.narrow(1, 1, 2)) fills the 2x2 view). Their Python Meta kernels
+// resize it to the sequence's 1-d shape whenever the shapes differ, and followed, the engine
+// resized the view and wrote over elements outside it. So for these operators, an out with the
+// right count keeps its shape and strides.
+bool sequenceOut(const c10::OperatorName& name) {
+  return name.overload_name.find("out") != std::string::npos &&
+         (name.name == "aten::linspace" || name.name == "aten::logspace" ||
+          name.name == "aten::arange" || name.name == "aten::range");
+}
+
 // [marker: engine-out-needs-contiguous]
 // Note [Out kernels that need a contiguous input]
 // The CPU's native_batch_norm.out (batch_norm_cpu_out, also behind the _native_batch_norm_legit
@@ -115,6 +129,7 @@ bool keyedByKind(const c10::TypePtr& type) {
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
   traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
+  traits->outKeepsShapeOfSameCount = sequenceOut(schema.operator_name());
   traits->outNeedsContiguousInput = outNeedsContiguousInput(schema.operator_name());
   traits->callingThread = onCallingThread(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -25,6 +25,7 @@ struct OpTraits {
   bool hostResult = false;        // returns something other than tensors
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
   bool callingThread = false;  // runs on the calling thread: its CPU kernel may be Python
+  bool outKeepsShapeOfSameCount = false;  // Note [Sequence factories keep their out's shape]
   bool shapesFromCpu = false;  // result shapes learned from the CPU kernel, not the Meta kernel
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
