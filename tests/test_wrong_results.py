@@ -230,3 +230,19 @@ def test_a_sequence_into_an_out_of_the_right_count_keeps_its_shape(factory):
         assert out.shape == (2, 2) and out.stride() == (3, 1)
         results.append(base.cpu())
     assert torch.equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x[:-1].add_(x[1:]),
+    lambda x: torch.add(x[1:], 1, out=x[:-1]),
+    lambda x: x[1:].index_add_(0, torch.tensor([0, 1], device=x.device), x[:2]),
+    lambda x: torch.rand(1, device=x.device).expand(4).put_(torch.tensor([0], device=x.device), x[:1]),
+], ids=["add_", "add_out", "index_add_", "put_expanded"])
+def test_a_written_argument_that_overlaps_an_input_is_refused_as_on_the_cpu(call):
+    # Found by PyTorch's test_*_mem_overlap: openreg computed x[:-1].add_(x[1:]) silently
+    # (Note [Call checks]).
+    for device in ("cpu", DEV):
+        x = torch.arange(4.0, device=device)
+        with pytest.raises(RuntimeError, match="^unsupported operation: "):
+            call(x)
+        assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -1,6 +1,7 @@
 #include "aten/Copy.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
@@ -52,6 +53,9 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "openreg: copy_: the source shape ",
               self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
+  // The CPU's copy_ (a TensorIterator) refuses these, in these words.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, self);
   const bool toDevice = isOpenReg(dst);
   const bool fromDevice = isOpenReg(self);
   TORCH_CHECK(toDevice || fromDevice, "openreg: _copy_from needs an openreg tensor on one side");

@@ -74,7 +74,7 @@ void AsyncTask::operator()() {
   // [Call checks]), and the kernel's repeats of them are dropped.
   std::optional<TaskWarningSink> warnings;
   std::optional<DroppedWarnings> dropped;
-  if (traits->callCheck != nullptr) {
+  if (traits->callChecks.warn) {
     dropped.emplace();
   } else {
     warnings.emplace();

@@ -1,6 +1,7 @@
 #include "aten/engine/CallChecks.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <string_view>
+#include <vector>
 
 #include "aten/engine/Arguments.h"
 #include "aten/engine/Paths.h"
@@ -38,22 +40,126 @@ void randomOnStandIn(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
   runCpuKernelNamingDevice(op, &s, device);
 }
 
+// The CPU kernel's assert_no_internal_overlap on every argument it writes: an expanded tensor
+// (stride 0) or another self-overlapping view is refused, in the CPU's words.
+void writtenWithoutOverlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                           c10::Device) {
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite() && args[i].isTensor())
+      at::assert_no_internal_overlap(args[i].toTensor());
+  }
+}
+
+// The CPU kernel's assert_no_overlap between each argument it writes and every other tensor
+// argument: y.index_add_(0, index, y[:3]) would read what it writes.
+void writtenApartFromInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                            c10::Device) {
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
+    const at::Tensor& written = args[i].toTensor();
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j == i) continue;
+      forEachTensor(args[j], [&](const at::Tensor& input) {
+        if (input.defined()) at::assert_no_overlap(written, input);
+      });
+    }
+  }
+}
+
+// TensorIterator's assert_no_partial_overlap between each written argument and every input, for
+// every operator that writes: x[:-1].add_(x[1:]) reads what it writes. The CPU kernel would raise
+// it itself, but on the engine's aliases, one storage each, it cannot see the overlap, and the
+// Meta kernel cannot either (meta tensors have no addresses).
+void writtenApartFromPartialInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                   c10::Device) {
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
+    const at::Tensor& written = args[i].toTensor();
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j == i) continue;
+      forEachTensor(args[j], [&](const at::Tensor& input) {
+        if (input.defined()) at::assert_no_partial_overlap(written, input);
+      });
+    }
+  }
+}
+
+// Operators whose CPU kernel refuses a written argument that overlaps an input, and whose Meta
+// kernel does not.
+bool checksInputOverlap(std::string_view op) {
+  return op == "aten::masked_scatter_" || op == "aten::put_" || op == "aten::scatter_" ||
+         op == "aten::scatter_add_" || op == "aten::scatter_reduce_" || op == "aten::index_add_" ||
+         op == "aten::index_copy_" || op == "aten::index_fill_" || op == "aten::index_put_" ||
+         op == "aten::_index_put_impl_" || op == "aten::masked_fill_";
+}
+
+// Operators whose CPU kernel refuses a self-overlapping output and whose Meta kernel does not.
+bool checksOverlap(std::string_view op, std::string_view overload) {
+  const bool out = overload.find("out") != std::string_view::npos;
+  return op == "aten::masked_scatter_" || op == "aten::put_" || op == "aten::scatter_" ||
+         op == "aten::scatter_add_" || op == "aten::scatter_reduce_" || op == "aten::bernoulli_" ||
+         op == "aten::index_add_" || op == "aten::index_copy_" ||
+         (out && (op == "aten::cat" || op == "aten::linspace" || op == "aten::logspace"));
+}
+
+// Operators the CPU lets write into an expanded self, with a deprecation warning given by the
+// kernel, which on openreg runs in the task.
+template <const char* kMessage>
+void warnIfExpanded(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  if (at::has_internal_overlap(args[0].toTensor()) == at::MemOverlap::Yes) TORCH_WARN(kMessage);
+}
+
+constexpr char kIndexPut[] =
+    "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
+    "performing this operation. This also applies to advanced indexing e.g. tensor[indices] = "
+    "tensor";
+constexpr char kMaskedFill[] =
+    "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+    "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar";
+constexpr char kIndexFill[] =
+    "Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+    "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar";
+
 constexpr std::array<std::string_view, 8> kRandomInPlace = {
     "aten::random_",    "aten::uniform_",    "aten::normal_", "aten::exponential_",
     "aten::geometric_", "aten::log_normal_", "aten::cauchy_", "aten::bernoulli_"};
 
 }  // namespace
 
-CallCheck callCheckFor(const c10::OperatorName& name) {
-  const std::string_view op = name.name;
-  const std::string_view overload = name.overload_name;
+CallChecks callChecksFor(const c10::FunctionSchema& schema) {
+  const std::string_view op = schema.name();
+  const std::string_view overload = schema.overload_name();
+  CallChecks checks;
+  auto add = [&](CallCheck check, bool warns) {
+    checks.checks.push_back(check);
+    checks.warn = checks.warn || warns;
+  };
+  if (op == "aten::index_fill_") add(&warnIfExpanded<kIndexFill>, true);
+  if (op == "aten::masked_fill_") add(&warnIfExpanded<kMaskedFill>, true);
+  if (op == "aten::index_put_" || op == "aten::_index_put_impl_")
+    add(&warnIfExpanded<kIndexPut>, true);
   if ((op == "aten::index_fill_" || op == "aten::index_fill") && overload == "int_Scalar")
-    return &indexFillScalar;
-  // bernoulli_.Tensor's probabilities are data: only its float overload is checked here.
-  if (op == "aten::bernoulli_" && overload != "float") return nullptr;
-  if (std::find(kRandomInPlace.begin(), kRandomInPlace.end(), op) != kRandomInPlace.end())
-    return &randomOnStandIn;
-  return nullptr;
+    add(&indexFillScalar, false);
+  if (checksOverlap(op, overload)) add(&writtenWithoutOverlap, false);
+  if (checksInputOverlap(op)) {
+    add(&writtenApartFromInputs, false);
+  } else if (std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                         [](const c10::Argument& a) {
+                           return a.alias_info() != nullptr && a.alias_info()->isWrite();
+                         })) {
+    add(&writtenApartFromPartialInputs, false);
+  }
+  // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.
+  if (std::find(kRandomInPlace.begin(), kRandomInPlace.end(), op) != kRandomInPlace.end() &&
+      !(op == "aten::bernoulli_" && overload != "float"))
+    add(&randomOnStandIn, true);
+  return checks;
 }
 
 }  // namespace openreg::engine

@@ -12,18 +12,31 @@
 //  - the in-place random operators (random_'s bounds for the dtype, uniform_'s, normal_'s std):
 //    the CPU kernel itself runs on a stand-in of at most one element, drawing from a generator of
 //    its own, so every check and warning is the CPU's and no user generator moves. The task's
-//    kernel then repeats those warnings: an operator with a call check drops its task's warnings.
+//    kernel then repeats those warnings: an operator with a call check drops its task's warnings;
+//  - a written argument that overlaps itself (an expanded tensor) for the operators whose CPU
+//    kernel refuses one (masked_scatter_, put_, scatter_, bernoulli_, cat.out, linspace.out):
+//    ATen's own assert_no_internal_overlap, and assert_no_overlap between a written argument and
+//    the inputs (index_add_, index_fill_, index_put_, masked_fill_, scatter_, put_ and others);
+//  - the deprecation warning of index_put_, index_fill_ and masked_fill_ on an expanded self;
+//  - for every operator that writes, TensorIterator's refusal of a written argument that
+//    partially overlaps an input (x[:-1].add_(x[1:])): on the engine's aliases, one storage each,
+//    the CPU kernel cannot see the overlap, and a Meta kernel has no addresses to compare.
 // Checks that need data (an index's bounds, a std tensor's values) stay in the task.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+
+#include <vector>
 
 namespace openreg::engine {
 
 using CallCheck = void (*)(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                            c10::Device device);
 
-// The check for an operator, or nullptr.
-CallCheck callCheckFor(const c10::OperatorName& name);
+struct CallChecks {
+  std::vector<CallCheck> checks;  // in order
+  bool warn = false;  // the checks give the CPU kernel's warnings: the task's repeats are dropped
+};
+CallChecks callChecksFor(const c10::FunctionSchema& schema);
 
 }  // namespace openreg::engine

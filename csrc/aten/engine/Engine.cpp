@@ -69,7 +69,7 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
-  if (traits.callCheck != nullptr) traits.callCheck(op, args, device);  // Note [Call checks]
+  for (CallCheck check : traits.callChecks.checks) check(op, args, device);  // Note [Call checks]
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "

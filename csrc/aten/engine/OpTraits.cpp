@@ -212,7 +212,7 @@ OpTraits& traitsFor(const c10::OperatorHandle& op) {
   if (traits && traits->name != op.operator_name()) retired.push_back(std::move(traits));
   if (!traits) {
     traits = computeTraits(op.schema());
-    traits->callCheck = callCheckFor(op.operator_name());
+    traits->callChecks = callChecksFor(op.schema());
   }
   seen[key] = traits.get();
   return *traits;
