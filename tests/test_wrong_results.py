@@ -243,6 +243,6 @@ def test_a_written_argument_that_overlaps_an_input_is_refused_as_on_the_cpu(call
     # (Note [Call checks]).
     for device in ("cpu", DEV):
         x = torch.arange(4.0, device=device)
-        with pytest.raises(RuntimeError, match="^unsupported operation: "):
+        with pytest.raises(RuntimeError, match=r"^unsupported operation: "):
             call(x)
         assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
