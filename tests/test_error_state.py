@@ -241,3 +241,18 @@ def test_a_poisoned_storage_is_not_shared_with_another_process():
     report()
     with pytest.raises(RuntimeError, match="index out of range in self"):
         _reduce_storage(r.untyped_storage())
+
+
+def test_a_random_tensor_in_the_block_of_a_reported_failure_is_data():
+    """Found by PyTorch's test_normal_std_error: the failed normal's output block went back to the
+    cache, and torch.rand's uniform_ was declared to read its self, so it took the failure on after
+    it had been reported (engine-overwrites-self in csrc/aten/engine/OpTraits.cpp)."""
+    torch.openreg.synchronize()
+    torch.normal(torch.zeros(3, device="openreg"), torch.tensor([-1.0, 1.0, 1.0], device="openreg"))
+    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+        torch.openreg.synchronize()
+    torch.manual_seed(5)
+    expected = torch.rand(2)
+    torch.manual_seed(5)
+    assert torch.equal(torch.rand(2, device="openreg").cpu(), expected)
+    assert torch.randn(2, device="openreg").cpu().isfinite().all()

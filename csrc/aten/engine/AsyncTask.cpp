@@ -119,7 +119,7 @@ void AsyncTask::accesses(AccessList& out) const {
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = arguments[i].alias_info();
     const bool write = alias != nullptr && alias->isWrite();
-    const bool read = !arguments[i].is_out();
+    const bool read = !arguments[i].is_out() && !(i == 0 && traits->overwritesSelf);
     if (args[i].alias) {
       out.push_back(memoryAccess(*args[i].alias, read, write));
     } else if (!args[i].value.isTensor()) {  // lists hold kernel aliases; CPU scalars are clones

@@ -1,5 +1,6 @@
 #include "aten/engine/OpTraits.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +84,17 @@ bool sequenceOut(const c10::OperatorName& name) {
           name.name == "aten::arange" || name.name == "aten::range");
 }
 
+// [marker: engine-overwrites-self]
+// The in-place random operators write every element of self and read none: declared as reads
+// (Note [Poisoned memory] in runtime/src/Poison.h), a torch.rand whose block last held a failed
+// task's output took that failure on, long after it was reported.
+bool overwritesSelf(const c10::OperatorName& name) {
+  static constexpr std::string_view kOps[] = {
+      "aten::random_",    "aten::uniform_",    "aten::normal_", "aten::exponential_",
+      "aten::geometric_", "aten::log_normal_", "aten::cauchy_", "aten::bernoulli_"};
+  return std::find(std::begin(kOps), std::end(kOps), name.name) != std::end(kOps);
+}
+
 // [marker: engine-out-needs-contiguous]
 // Note [Out kernels that need a contiguous input]
 // The CPU's native_batch_norm.out (batch_norm_cpu_out, also behind the _native_batch_norm_legit
@@ -130,6 +142,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
   traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
   traits->outKeepsShapeOfSameCount = sequenceOut(schema.operator_name());
+  traits->overwritesSelf = overwritesSelf(schema.operator_name());
   traits->outNeedsContiguousInput = outNeedsContiguousInput(schema.operator_name());
   traits->callingThread = onCallingThread(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {

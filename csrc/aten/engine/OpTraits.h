@@ -26,7 +26,8 @@ struct OpTraits {
   bool cpuKernel = false;  // the CPU has a kernel the engine can run (some operators are CUDA-only)
   bool callingThread = false;  // runs on the calling thread: its CPU kernel may be Python
   bool outKeepsShapeOfSameCount = false;  // Note [Sequence factories keep their out's shape]
-  bool shapesFromCpu = false;  // result shapes learned from the CPU kernel, not the Meta kernel
+  bool overwritesSelf = false;  // writes every element of self without reading it (random_, ...)
+  bool shapesFromCpu = false;   // result shapes learned from the CPU kernel, not the Meta kernel
   std::optional<c10::OperatorHandle> outVariant;  // functional operators: the matching .out
   std::atomic<bool> outVariantFaithful{true};     // false once its CPU kernel regrew an output
   // The .out kernel is right only for a first argument contiguous in some memory format (Note

@@ -56,7 +56,8 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
     const bool write = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
     forEachTensor(args[i], [&](const at::Tensor& t) {
       if (t.defined() && isOpenReg(t))
-        accesses.push_back(memoryAccess(t, !argument.is_out(), write));
+        accesses.push_back(
+            memoryAccess(t, !argument.is_out() && !(i == 0 && traits.overwritesSelf), write));
     });
   }
   OPENREG_CHECK(checkHostAccesses(accesses));
