@@ -249,7 +249,7 @@ def test_a_random_tensor_in_the_block_of_a_reported_failure_is_data():
     it had been reported (engine-overwrites-self in csrc/aten/engine/OpTraits.cpp)."""
     torch.openreg.synchronize()
     torch.normal(torch.zeros(3, device="openreg"), torch.tensor([-1.0, 1.0, 1.0], device="openreg"))
-    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+    with pytest.raises(RuntimeError, match=r"normal expects all elements of std >= 0\.0"):
         torch.openreg.synchronize()
     torch.manual_seed(5)
     expected = torch.rand(2)
