@@ -368,3 +368,17 @@ def test_a_random_call_check_moves_no_generator_and_warns_once():
         torch.openreg.synchronize()
         torch.ones(1, device="openreg").add_(1)
     assert [str(w.message)[:20] for w in seen] == ["from is out of bound"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
+    lambda d: torch.randperm(2**11 + 2, out=torch.empty(0, dtype=torch.half, device=d), device=d),
+], ids=["complex_dtypes", "randperm_too_large"])
+def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
+    """Note [Call checks]: found by PyTorch's tensor-creation tests, which expect them at the call."""
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as device:
+        call("openreg")
+    assert str(device.value).startswith(str(cpu.value))
+    torch.openreg.synchronize()

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -23,6 +24,25 @@ void indexFillScalar(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args
   const at::Tensor& self = args[0].toTensor();
   TORCH_CHECK(!(args[3].isComplexDouble() && !self.is_complex()),
               "index_fill_(): Converting complex Scalar to non-complex type");
+}
+
+// complex(real, imag): the CPU requires one dtype for both (complex_check_dtype).
+void complexSameDtype(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const at::Tensor& real = args[0].toTensor();
+  const at::Tensor& imag = args[1].toTensor();
+  TORCH_CHECK(real.scalar_type() == imag.scalar_type(), "Expected object of scalar type ",
+              real.scalar_type(), " but got scalar type ", imag.scalar_type(),
+              " for second argument");
+}
+
+// randperm(n, ..., out): n must fit the out's dtype exactly (check_supported_max_int_with_
+// precision, asked of a CPU stand-in of the out so that it queues nothing on the device).
+void randpermFits(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const at::Tensor& out = args.back().toTensor();
+  const int64_t n = args[0].toInt();
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::native::check_supported_max_int_with_precision(
+      n, at::empty({0}, out.options().device(c10::kCPU)));
 }
 
 // The CPU kernel on a CPU stand-in of self with at most one element (an empty self is checked by
@@ -146,6 +166,10 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
     add(&warnIfExpanded<kIndexPut>, true);
   if ((op == "aten::index_fill_" || op == "aten::index_fill") && overload == "int_Scalar")
     add(&indexFillScalar, false);
+  if (op == "aten::complex") add(&complexSameDtype, false);
+  if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
+      schema.arguments().front().type()->kind() == c10::TypeKind::IntType)
+    add(&randpermFits, false);
   if (checksOverlap(op, overload)) add(&writtenWithoutOverlap, false);
   if (checksInputOverlap(op)) {
     add(&writtenApartFromInputs, false);
