@@ -252,6 +252,21 @@ orError_t orFree(void* devPtr) {
   return orSuccess;
 }
 
+// [marker: mem-reuse]
+orError_t orMemReuse(void* devPtr, size_t size) {
+  OR_ENTER();
+  OR_REQUIRE_NOT_NULL(devPtr);
+  Device* d = deviceOfPointer(devPtr);
+  DeviceMemory::Allocation a;
+  const auto begin = reinterpret_cast<std::uintptr_t>(devPtr);
+  if (d == nullptr || !d->memory.find(devPtr, &a) || begin + size > a.base + a.reserved) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orMemReuse: the range is not inside one live device allocation");
+  }
+  if (poisonMap().active()) poisonMap().clear(begin, size);
+  return orSuccess;
+}
+
 orError_t orMallocHost(void** ptr, size_t size) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(ptr);

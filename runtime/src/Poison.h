@@ -14,11 +14,12 @@
 //    the host (a blocking copy returns the error; so .cpu(), .item() and printing raise it), and
 //    never to work that does not depend on the failed values;
 //  - a task (or copy, or memset) that succeeds and covers a range (writes every byte of it)
-//    clears it: the bytes are data again. orFree clears the allocation's range.
+//    clears it: the bytes are data again. orFree clears the allocation's range, and orMemReuse
+//    the range a caching allocator hands to a new owner: a block that held a failed task's output
+//    is no one's data once it is freed, and a later in-place write to it (torch.rand's uniform_)
+//    must not take the old failure on.
 // Poison is written and read by the workers in stream order, exactly like the bytes themselves,
-// so it needs no ordering of its own: memory reused in stream order (the caching allocator's
-// rule) sees the poison its previous owner left only if it reads before writing, i.e. reads
-// uninitialized memory.
+// so it needs no ordering of its own.
 // Cost when nothing is poisoned: one atomic load of a global count per task. Tasks that declare
 // no accesses (orLaunchHostFunc) neither poison nor are checked; their failures reach the host
 // through the stream and events only (Note [Task errors]).

@@ -114,6 +114,22 @@ TEST(ErrorState, AReadOfThePoisonReportsIt) {
   OR_OK(orFree(a));
 }
 
+// orMemReuse: a caching allocator gives part of an allocation to a new owner after the failure
+// was reported; that part carries no poison, the rest still does.
+TEST(ErrorState, ReusedMemoryCarriesNoPoison) {
+  void* a = nullptr;
+  OR_OK(orMalloc(&a, kN * sizeof(float)));
+  failOn(nullptr, a);
+  EXPECT_EQ(orStreamSynchronize(nullptr), orErrorLaunchFailure);
+  float* half = static_cast<float*>(a) + kN / 2;
+  OR_EXPECT_OK(orMemReuse(half, kN / 2 * sizeof(float)));
+  float host[kN / 2];
+  OR_EXPECT_OK(orMemcpy(host, half, sizeof host, orMemcpyDeviceToHost));
+  EXPECT_TRUE(readFails(a));  // the first half is still the failed task's data
+  EXPECT_EQ(orMemReuse(a, std::size_t{1} << 40), orErrorInvalidDevicePointer);
+  OR_OK(orFree(a));
+}
+
 // orEventDisableFailure: an event that only orders work (the allocator's frees, the generator's
 // uses) never carries a failure, and takes nothing from the stream: the stream still reports it,
 // once.

@@ -84,6 +84,8 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     block->size = size;
     insertFree(rest);
   }
+  // A new owner: poison a failed task left in the block is not its data (orMemReuse).
+  OPENREG_CHECK(orMemReuse(block->ptr, block->size));
   block->allocated = true;
   block->requested = requested;
   activeBlocks_.insert(block);

@@ -378,6 +378,13 @@ OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
  * stays pending for the next synchronizing call. Poison in the allocation is cleared. */
 OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 
+/* A caching allocator above orMalloc gives [devPtr, devPtr + size), inside one live allocation,
+ * to a new owner: its bytes are no one's data, so poison a failed task left there is cleared
+ * (Note [Poisoned memory] in runtime/src/Poison.h). The failure itself is not: it stays pending
+ * for the next synchronizing call, or ends if one reported it. One atomic load when nothing is
+ * poisoned. orErrorInvalidDevicePointer if the range is not inside one live allocation. */
+OPENREG_RUNTIME_API orError_t orMemReuse(void* devPtr, size_t size);
+
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
  * and device memory are fully asynchronous. */
 OPENREG_RUNTIME_API orError_t orMallocHost(void** ptr, size_t size);
