@@ -3,8 +3,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -33,6 +35,18 @@ void complexSameDtype(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> arg
   TORCH_CHECK(real.scalar_type() == imag.scalar_type(), "Expected object of scalar type ",
               real.scalar_type(), " but got scalar type ", imag.scalar_type(),
               " for second argument");
+}
+
+// add and sub (self, other, alpha): the CPU's alpha_check on the promoted dtype, and sub's refusal
+// of two bool tensors; PyTorch's Meta kernel accepts a float alpha for bool tensors.
+void alphaFits(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const at::Tensor& self = args[0].toTensor();
+  const c10::ScalarType dtype = args[1].isTensor() ? at::result_type(self, args[1].toTensor())
+                                                   : at::result_type(self, args[1].toScalar());
+  at::native::alpha_check(dtype, args[2].toScalar());
+  if (op.schema().name() == "aten::sub" || op.schema().name() == "aten::sub_") {
+    if (args[1].isTensor()) at::native::sub_check(self, args[1].toTensor());
+  }
 }
 
 // randperm(n, ..., out): n must fit the out's dtype exactly (check_supported_max_int_with_
@@ -166,6 +180,9 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
     add(&warnIfExpanded<kIndexPut>, true);
   if ((op == "aten::index_fill_" || op == "aten::index_fill") && overload == "int_Scalar")
     add(&indexFillScalar, false);
+  if ((op == "aten::add" || op == "aten::add_" || op == "aten::sub" || op == "aten::sub_") &&
+      schema.arguments().size() >= 3 && schema.arguments()[2].name() == "alpha")
+    add(&alphaFits, false);
   if (op == "aten::complex") add(&complexSameDtype, false);
   if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
       schema.arguments().front().type()->kind() == c10::TypeKind::IntType)

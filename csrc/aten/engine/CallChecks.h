@@ -9,7 +9,8 @@
 // and warnings, for the operators whose Meta kernel lacks it (found by PyTorch's own tests,
 // docs/conformance.md):
 //  - index_fill with a complex value on a real tensor, complex() of two dtypes, randperm's n too
-//    large for its out's dtype: the CPU's checks, written here or called from ATen's headers;
+//    large for its out's dtype, add's and sub's alpha for the result's dtype: the CPU's checks,
+//    written here or called from ATen's headers;
 //  - the in-place random operators (random_'s bounds for the dtype, uniform_'s, normal_'s std):
 //    the CPU kernel itself runs on a stand-in of at most one element, drawing from a generator of
 //    its own, so every check and warning is the CPU's and no user generator moves. The task's
