@@ -373,7 +373,7 @@ def test_a_random_call_check_moves_no_generator_and_warns_once():
 @pytest.mark.parametrize("call", [
     lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
     lambda d: torch.randperm(2**11 + 2, out=torch.empty(0, dtype=torch.half, device=d), device=d),
-    lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), torch.ones(2, dtype=torch.bool, device=d), alpha=1.1),
+    lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), True, alpha=1.1),
 ], ids=["complex_dtypes", "randperm_too_large", "bool_add_float_alpha"])
 def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
     """Note [Call checks]: found by PyTorch's tensor-creation tests, which expect them at the call."""
