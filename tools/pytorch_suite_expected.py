@@ -37,7 +37,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "test_trivial_fancy_out_of_bounds": AT_SYNC,
         "test_boolean_assignment_value_mismatch": AT_SYNC,
     },
-    "TestTypePromotion": {"test_sparse_div": SPARSE, "test_sparse_div_promotion": SPARSE},
+    "TestTypePromotion": {
+        "test_sparse_div": SPARSE, "test_sparse_div_promotion": SPARSE, "test_sparse_add": SPARSE,
+        "test_sparse_sub": SPARSE, "test_sparse_mul": SPARSE,
+    },
     "TestTensorCreation": {"test_tensor_ctor_device_inference": SPARSE},
     "TestRandomTensorCreation": {"test_normal_std_error": AT_SYNC},
     "TestTorchDeviceType": {

@@ -28,7 +28,8 @@ void indexFillScalar(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args
               "index_fill_(): Converting complex Scalar to non-complex type");
 }
 
-// complex(real, imag): the CPU requires one dtype for both (complex_check_dtype).
+// complex(real, imag) and polar(abs, angle): the CPU requires one dtype for both
+// (complex_check_dtype).
 void complexSameDtype(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
   const at::Tensor& real = args[0].toTensor();
   const at::Tensor& imag = args[1].toTensor();
@@ -183,7 +184,7 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   if ((op == "aten::add" || op == "aten::add_" || op == "aten::sub" || op == "aten::sub_") &&
       schema.arguments().size() >= 3 && schema.arguments()[2].name() == "alpha")
     add(&alphaFits, false);
-  if (op == "aten::complex") add(&complexSameDtype, false);
+  if (op == "aten::complex" || op == "aten::polar") add(&complexSameDtype, false);
   if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
       schema.arguments().front().type()->kind() == c10::TypeKind::IntType)
     add(&randpermFits, false);
