@@ -28,9 +28,10 @@ import sys
 import tempfile
 import time
 
-import pytorch_suite_report
-
 TOOLS = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))  # also under PYTHONSAFEPATH=1, as make test-torch runs
+import pytorch_suite_report  # noqa: E402
+
 ROOT = TOOLS.parent
 
 # The files docs/conformance.md reports on; `--files` picks others.
