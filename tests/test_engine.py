@@ -928,3 +928,16 @@ def test_relu_runs_as_the_cpu_defines_it(dtype):
         assert same(b.grad, a.grad)
     with pytest.raises(RuntimeError, match="Boolean inputs not supported for relu"):
         torch.relu(torch.ones(3, dtype=torch.bool, device="openreg"))
+
+
+def test_mode_with_out_runs_where_its_composite_refuses_the_device():
+    # mode.values' composite kernel refuses every device but the CPU, CUDA and XPU; registered to
+    # the engine (Engine.cpp#engine-explicit-registrations), it runs the CPU's (PyTorch's
+    # test_reductions.py found it).
+    results = []
+    for device in ("cpu", "openreg"):
+        x = torch.tensor([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]], device=device)
+        values, indices = torch.empty(0, device=device), torch.empty(0, dtype=torch.long, device=device)
+        torch.mode(x, 1, out=(values, indices))
+        results.append((values.cpu(), indices.cpu()))
+    assert all(torch.equal(c, d) for c, d in zip(*results, strict=True))

@@ -4,6 +4,8 @@
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -12,8 +14,6 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/native/ResizeCommon.h>
-#include <ATen/native/TensorFactories.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 

@@ -157,7 +157,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
        {"native_group_norm", "addr", "addr.out", "_stack", "_stack.out", "any.dims", "any.dims_out",
         "all.dims", "all.dims_out", "linalg__powsum",
         // CPU kernels that a CompositeImplicitAutograd decomposition would shadow in the same way
-        "mish_backward", "silu_backward", "native_channel_shuffle"}) {
+        "mish_backward", "silu_backward", "native_channel_shuffle",
+        // A composite that refuses every device but the CPU, CUDA and XPU ("mode only supports
+        // CPU, CUDA and XPU device type"): the engine runs it on the CPU's aliases instead
+        "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&runOnEngine>());
   }
 }
