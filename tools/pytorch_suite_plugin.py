@@ -104,6 +104,18 @@ def _configure_openreg() -> None:
     # the CPU's own behaviour (numpy views of a tensor, CPU-only kernels), stay on the CPU.
     PrivateUse1TestBase.bypass_device_restrictions = True
     common_device_type.onlyCPU = _only_cpu
+    # @largeTensorTest asks how much memory the device has free, and knows no PrivateUse1 device
+    # ("Unknown device type"): openreg answers as CUDA does, from mem_get_info.
+    has_sufficient_memory = common_device_type._has_sufficient_memory
+
+    def openreg_has_sufficient_memory(device, size):
+        import torch
+
+        if torch.device(device).type == torch._C._get_privateuse1_backend_name():
+            return torch.openreg.mem_get_info(torch.device(device))[0] >= size
+        return has_sufficient_memory(device, size)
+
+    common_device_type._has_sufficient_memory = openreg_has_sufficient_memory
     PrivateUse1TestBase.test_exclusions = {
         cls: set(tests) for cls, tests in expected.EXCLUDED.items()
     }
