@@ -1,6 +1,8 @@
 """Shared helpers for the openreg Python tests. CPU is the oracle; these helpers run code in
 fresh interpreters where a test needs its own environment or process state (fork, autoload)."""
 
+import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -23,6 +25,21 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subpro
         text=True,
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def settled_memory():
+    """For a test that compares memory_allocated() before and after a call: earlier tests' tensors
+    in reference cycles are collected and their stream-ordered frees retired first, and no garbage
+    collection runs inside (one freed 1,536 bytes mid-measurement on a loaded machine)."""
+    gc.collect()
+    torch.openreg.synchronize()
+    torch.empty(1, device="openreg")  # freed at once: the allocation retires completed frees
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -68,22 +68,12 @@ def test_device_interface_answers_from_torch_openreg():
         assert iface.get_raw_stream(1) == torch.openreg.default_stream(1).stream_id
     assert iface.current_device() == 0
     assert iface.exchange_device(1) == 0 and iface.exchange_device(0) == 1
-    # Earlier tests' stream-ordered frees retire at the allocator's next call once their events
-    # complete: synchronize, and let one allocation retire them, before measuring. Their tensors in
-    # reference cycles go with a garbage collection, which must not run in between (it did, on
-    # 2.15.0 under load: 1,536 bytes freed during the measurement).
-    import gc
+    from conftest import settled_memory
 
-    gc.collect()
-    gc.disable()
-    try:
-        torch.openreg.synchronize()
-        torch.empty(1, device="openreg")  # freed at once: the allocation retires them
+    with settled_memory():
         before = iface.memory_allocated(0)
         kept = torch.empty(1024, device="openreg")
         assert iface.memory_allocated(0) - before == kept.nbytes == 4096
-    finally:
-        gc.enable()
     event = iface.Event()
     event.record()
     iface.synchronize(0)
