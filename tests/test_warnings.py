@@ -73,3 +73,20 @@ def test_a_uint8_mask_warns_at_the_call_and_selects_what_the_cpu_selects():
         messages = caught(assign_and_read)
         assert len(messages) == 2 and all("torch.uint8 is now deprecated" in m for m in messages)
     assert all(torch.equal(c, d) for c, d in zip(results[0], results[1], strict=True))
+
+
+def test_a_call_in_deterministic_mode_gives_its_kernels_warnings_before_it_returns():
+    # warn_only: put_ has no deterministic kernel, and the CPU's kernel warns. A call in
+    # deterministic mode completes before it returns, so its warning is the call's (PyTorch's
+    # test_nondeterministic_alert_put).
+    mode = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        for device in ("cpu", DEV):
+            x = torch.zeros(6, device=device)
+            index = torch.tensor([1, 4], device=device)
+            messages = caught(lambda x=x, index=index: x.put_(index, torch.ones(2, device=x.device)))
+            assert any("put_" in m and "deterministic" in m for m in messages), (device, messages)
+    finally:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)

@@ -22,6 +22,7 @@
 #include "core/FaultInjection.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
+#include "core/TaskWarnings.h"
 #include "core/allocator/DeviceAllocator.h"
 
 namespace openreg::engine {
@@ -222,6 +223,8 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   OPENREG_CHECK(wait ? openreg::launchAndWait(stream, HeapTask<AsyncTask>{std::move(task)})
                      : openreg::launch(stream, HeapTask<AsyncTask>{std::move(task)}));
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
+  // Waited for, the call is complete: its kernel's warnings are given now (Note [Task warnings]).
+  if (wait) deliverTaskWarnings();
 
   pushResults(schema, stack, args, fresh);
   return true;

@@ -87,10 +87,9 @@ void writtenWithoutOverlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   }
 }
 
-// The CPU kernel's assert_no_overlap between each argument it writes and every other tensor
-// argument: y.index_add_(0, index, y[:3]) would read what it writes.
-void writtenApartFromInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                            c10::Device) {
+// `check(written, input)` for each argument the operator writes and every other tensor argument.
+template <void (*kCheck)(const at::TensorBase&, const at::TensorBase&)>
+void eachWrittenAgainstInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     const auto* alias = arguments[i].alias_info();
@@ -99,10 +98,17 @@ void writtenApartFromInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
     for (size_t j = 0; j < args.size(); ++j) {
       if (j == i) continue;
       forEachTensor(args[j], [&](const at::Tensor& input) {
-        if (input.defined()) at::assert_no_overlap(written, input);
+        if (input.defined()) kCheck(written, input);
       });
     }
   }
+}
+
+// The CPU kernel's assert_no_overlap between each argument it writes and every other tensor
+// argument: y.index_add_(0, index, y[:3]) would read what it writes.
+void writtenApartFromInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                            c10::Device) {
+  eachWrittenAgainstInputs<&at::assert_no_overlap>(op, args);
 }
 
 // TensorIterator's assert_no_partial_overlap between each written argument and every input, for
@@ -111,18 +117,7 @@ void writtenApartFromInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
 // Meta kernel cannot either (meta tensors have no addresses).
 void writtenApartFromPartialInputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                    c10::Device) {
-  const auto& arguments = op.schema().arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const auto* alias = arguments[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
-    const at::Tensor& written = args[i].toTensor();
-    for (size_t j = 0; j < args.size(); ++j) {
-      if (j == i) continue;
-      forEachTensor(args[j], [&](const at::Tensor& input) {
-        if (input.defined()) at::assert_no_partial_overlap(written, input);
-      });
-    }
-  }
+  eachWrittenAgainstInputs<&at::assert_no_partial_overlap>(op, args);
 }
 
 // Operators whose CPU kernel refuses a written argument that overlaps an input, and whose Meta
