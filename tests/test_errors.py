@@ -341,12 +341,16 @@ def test_a_check_the_meta_kernel_lacks_raises_at_the_call():
         lambda d: torch.empty(2, device=d).uniform_(1, 0),
         lambda d: torch.empty(2, device=d).normal_(0, -1),
         lambda d: torch.empty(2, device=d).bernoulli_(1.5),
+        lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
+        lambda d: torch.randperm(2**11 + 2, out=torch.empty(0, dtype=torch.half, device=d), device=d),
+        lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), True, alpha=1.1),
     ],
-    ids=["random_bounds", "random_order", "uniform", "normal_std", "bernoulli_p"],
+    ids=["random_bounds", "random_order", "uniform", "normal_std", "bernoulli_p", "complex_dtypes",
+         "randperm_too_large", "bool_add_float_alpha"],
 )
-def test_random_operators_check_their_arguments_at_the_call(call):
-    """Note [Call checks]: the CPU kernel runs on a one-element stand-in, so the error is the CPU's,
-    raised at the call, and nothing is queued."""
+def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
+    """Note [Call checks]: the CPU's error, raised at the call (the random operators' from the CPU
+    kernel on a one-element stand-in), and nothing is queued. Found by PyTorch's tests."""
     with pytest.raises(RuntimeError) as cpu:
         call("cpu")
     with pytest.raises(RuntimeError) as device:
@@ -368,18 +372,3 @@ def test_a_random_call_check_moves_no_generator_and_warns_once():
         torch.openreg.synchronize()
         torch.ones(1, device="openreg").add_(1)
     assert [str(w.message)[:20] for w in seen] == ["from is out of bound"]
-
-
-@pytest.mark.parametrize("call", [
-    lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
-    lambda d: torch.randperm(2**11 + 2, out=torch.empty(0, dtype=torch.half, device=d), device=d),
-    lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), True, alpha=1.1),
-], ids=["complex_dtypes", "randperm_too_large", "bool_add_float_alpha"])
-def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
-    """Note [Call checks]: found by PyTorch's tensor-creation tests, which expect them at the call."""
-    with pytest.raises(RuntimeError) as cpu:
-        call("cpu")
-    with pytest.raises(RuntimeError) as device:
-        call("openreg")
-    assert str(device.value).startswith(str(cpu.value))
-    torch.openreg.synchronize()

@@ -382,7 +382,8 @@ OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
  * to a new owner: its bytes are no one's data, so poison a failed task left there is cleared
  * (Note [Poisoned memory] in runtime/src/Poison.h). The failure itself is not: it stays pending
  * for the next synchronizing call, or ends if one reported it. One atomic load when nothing is
- * poisoned. orErrorInvalidDevicePointer if the range is not inside one live allocation. */
+ * poisoned, and then no check of the range; otherwise orErrorInvalidDevicePointer if the range is
+ * not inside one live allocation. */
 OPENREG_RUNTIME_API orError_t orMemReuse(void* devPtr, size_t size);
 
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
