@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.testing._internal.common_utils import DeterministicGuard
 
 from conftest import run_python
 
@@ -344,19 +345,78 @@ def test_a_check_the_meta_kernel_lacks_raises_at_the_call():
         lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
         lambda d: torch.randperm(2**11 + 2, out=torch.empty(0, dtype=torch.half, device=d), device=d),
         lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), True, alpha=1.1),
+        lambda d: torch.neg(torch.ones(2, device=d), out=torch.empty(0, dtype=torch.float64, device=d)),
+        lambda d: torch.amax(torch.ones(2, device=d), 0, out=torch.empty(0, dtype=torch.float64, device=d)),
+        lambda d: torch.all(torch.ones(2, device=d), 0, out=torch.empty(0, device=d)),
+        lambda d: torch.floor(torch.ones(2, dtype=torch.complex64, device=d)),
+        lambda d: torch.argmax(torch.ones([1] * 65, device=d), dim=0),
+        lambda d: torch.bucketize(torch.ones(2, device=d), torch.ones(2, 2, device=d)),
+        lambda d: torch.searchsorted(torch.ones(3, device=d), torch.ones(2, device=d), side="bad"),
+        lambda d: torch.searchsorted(torch.ones(3, device=d), torch.ones(2, device=d),
+                                     out=torch.empty(2, dtype=torch.int64, device=d), out_int32=True),
+        lambda d: torch.ones(5, 2, dtype=torch.double, device=d).index_put_(
+            (torch.tensor([1], device=d),), torch.zeros(2, dtype=torch.int, device=d)),
+        lambda d: torch.ones(5, 2, device=d).index_put_(
+            (torch.tensor([1, 2], device=d), torch.tensor([0, 1, 1], device=d)), torch.ones(1, device=d)),
+        lambda d: torch.rand([], device=d).index_put([], torch.tensor([1.0], device=d), True),
+        lambda d: torch.ones(3, device=d).masked_scatter_(torch.ones(2, 3, dtype=torch.bool, device=d),
+                                                          torch.ones(6, device=d)),
     ],
     ids=["random_bounds", "random_order", "uniform", "normal_std", "bernoulli_p", "complex_dtypes",
-         "randperm_too_large", "bool_add_float_alpha"],
+         "randperm_too_large", "bool_add_float_alpha", "neg_out_dtype", "amax_out_dtype",
+         "all_out_not_bool", "floor_complex", "reduce_65_dims", "bucketize_2d", "searchsorted_side",
+         "searchsorted_out_int32", "index_put_dtypes", "index_put_indices_broadcast",
+         "index_put_value_shape", "masked_scatter_in_place_broadcast"],
 )
 def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
     """Note [Call checks]: the CPU's error, raised at the call (the random operators' from the CPU
     kernel on a one-element stand-in), and nothing is queued. Found by PyTorch's tests."""
-    with pytest.raises(RuntimeError) as cpu:
+    with pytest.raises((RuntimeError, IndexError)) as cpu:
         call("cpu")
-    with pytest.raises(RuntimeError) as device:
+    with pytest.raises((RuntimeError, IndexError)) as device:
         call("openreg")
-    assert str(device.value).startswith(str(cpu.value))
+    assert type(device.value) is type(cpu.value)
+    assert str(device.value).startswith(str(cpu.value).replace("CPU", "openreg"))
     torch.openreg.synchronize()
+
+
+def test_a_resized_out_of_a_pointwise_operator_takes_the_cpus_layout():
+    """Note [Resized outs of pointwise operators]: TensorIterator's layout, not a contiguous one."""
+    x = torch.randn(2, 3, 4).permute(0, 2, 1)
+    for op in (torch.add, torch.eq):
+        expected = op(x, x, out=torch.empty(0, dtype=op(x, x).dtype))
+        got = op(x.to("openreg"), x.to("openreg"), out=torch.empty(0, dtype=expected.dtype, device="openreg"))
+        assert got.stride() == expected.stride() == (12, 1, 4)
+        assert torch.equal(got.cpu(), expected)
+    kept = torch.empty(2, 4, 3, device="openreg")  # the right shape: not resized, strides kept
+    assert torch.exp(x.to("openreg"), out=kept).stride() == (12, 3, 1)
+
+
+def test_arange_warns_in_the_cpus_words_when_it_resizes_its_out():
+    import warnings
+
+    def warned(device):
+        line = torch.zeros(1, 49, device=device)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.arange(-1, 1, 2.0 / 49, dtype=torch.float32, out=line)
+        return line, [str(w.message).split(" (Triggered internally")[0] for w in seen]
+
+    (cpu_line, cpu_words), (line, words) = warned("cpu"), warned("openreg")
+    assert words == cpu_words and len(words) == 1 and "will be resized to a tensor of shape (50,)" in words[0]
+    assert torch.equal(line.cpu(), cpu_line)
+
+
+def test_put_in_deterministic_mode_is_refused_at_the_call_and_leaves_self_readable():
+    a = torch.arange(4.0, device="openreg")
+    index, values = torch.tensor([0, 0], device="openreg"), torch.tensor([5.0, 6.0], device="openreg")
+    with DeterministicGuard(True):
+        with pytest.raises(RuntimeError, match=r"^put_ does not have a deterministic implementation"):
+            a.put_(index, values)
+    assert a.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]  # as the CPU leaves it; nothing failed in a task
+    with DeterministicGuard(True, warn_only=True), pytest.warns(UserWarning, match="put_ does not"):
+        a.put_(index, values, accumulate=False)
+    assert a.cpu().tolist()[1:] == [1.0, 2.0, 3.0]
 
 
 def test_a_random_call_check_moves_no_generator_and_warns_once():

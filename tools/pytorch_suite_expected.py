@@ -45,6 +45,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "TestRandomTensorCreation": {"test_normal_std_error": AT_SYNC},
     "TestTorchDeviceType": {
         "test_masked_scatter": AT_SYNC,
+        "test_memory_format_empty_like": SPARSE,
         "test_tensor_storage_type": STORAGE_CLASS,
         "test_broadcast_fn_map": CPU_ONLY_API,
         "test_broadcast_fn_map2": CPU_ONLY_API,

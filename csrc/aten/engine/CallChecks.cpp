@@ -1,16 +1,26 @@
 #include "aten/engine/CallChecks.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/BucketizationUtils.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/index.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -60,19 +70,209 @@ void randpermFits(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c
       n, at::empty({0}, out.options().device(c10::kCPU)));
 }
 
-// The CPU kernel on a CPU stand-in of self with at most one element (an empty self is checked by
-// the CPU no further than an empty stand-in is), and a generator of its own.
-void randomOnStandIn(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                     c10::Device device) {
+// Drops the warnings of a stand-in run: the task gives the call's own.
+class DropWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+// The CPU kernel on CPU stand-ins of at most one element per dimension (zeros: an index stand-in
+// is in bounds), with a generator of its own, so that no user generator moves: every check the
+// kernel makes on dtypes, dimensions and Scalars is the CPU's, in its words, at the call.
+void runOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                   c10::Device device, bool keepWarnings) {
   torch::jit::Stack s = standIns(args, c10::kCPU, [](const at::Tensor& t) {
-    return at::empty({std::min<int64_t>(t.numel(), 1)}, t.options().device(c10::kCPU));
+    c10::SmallVector<int64_t, 6> sizes(t.sizes().begin(), t.sizes().end());
+    for (int64_t& size : sizes) size = std::min<int64_t>(size, 1);
+    return at::zeros(sizes, t.options().device(c10::kCPU));
   });
   const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].name() == "generator") s[i] = at::detail::createCPUGenerator();
   }
+  DropWarnings drop;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+  if (!keepWarnings) quiet.emplace(&drop);
   at::AutoDispatchBelowADInplaceOrView guard;
   runCpuKernelNamingDevice(op, &s, device);
+}
+
+// The in-place random operators: the CPU kernel's bounds checks and warnings, given at the call.
+void randomOnStandIn(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                     c10::Device device) {
+  runOnStandIns(op, args, device, /*keepWarnings=*/true);
+}
+
+// A call the CPU kernel may refuse for its arguments' metadata where PyTorch's Meta kernel (most
+// are Python decompositions) accepts it: the predicate says when to ask the CPU kernel on
+// stand-ins, so that the common call pays a comparison or two and no kernel.
+using MightRefuse = bool (*)(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
+
+template <MightRefuse kMightRefuse>
+void askCpuIf(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::Device device) {
+  if (kMightRefuse(op.schema(), args)) runOnStandIns(op, args, device, /*keepWarnings=*/false);
+}
+
+c10::ScalarType outDtype(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                         c10::ScalarType otherwise) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].is_out() && args[i].isTensor() && args[i].toTensor().defined())
+      return args[i].toTensor().scalar_type();
+  }
+  return otherwise;
+}
+
+// Operators whose CPU kernel wants an out= of one exact dtype (the input's, int64) where the Meta
+// kernel accepts any it can cast to: asked when the out's dtype is not the first input's.
+bool outDtypeDiffers(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  if (args.empty() || !args[0].isTensor()) return false;
+  const c10::ScalarType dtype = args[0].toTensor().scalar_type();
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].is_out() && args[i].isTensor() && args[i].toTensor().scalar_type() != dtype)
+      return true;
+  }
+  return false;
+}
+
+// all and any write bool (or uint8 for uint8) only.
+bool outNotBool(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  return outDtype(schema, args, at::kBool) != at::kBool;
+}
+
+// floor, ceil, trunc and round refuse complex inputs, on the CPU only.
+bool selfComplex(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
+  return !args.empty() && args[0].isTensor() && args[0].toTensor().is_complex();
+}
+
+// TensorIterator refuses a reduction over a tensor of more than 64 dimensions ("only tensors with
+// up to 64 dims are supported"); no Meta kernel does.
+bool over64Dims(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
+  bool over = false;
+  for (const c10::IValue& arg : args)
+    forEachTensor(arg, [&](const at::Tensor& t) { over = over || t.dim() > 64; });
+  return over;
+}
+
+// searchsorted and bucketize: ATen's own searchsorted_pre_check (side, devices, the sorter's size
+// and dtype, dimensions, the out's dtype), on CPU stand-ins of the true sizes that hold no memory
+// (one zero, expanded): the sorter's values are data, and a zero is in range.
+void searchsortedFits(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const auto& schema = op.schema();
+  auto standIn = [](const c10::IValue& v) -> at::Tensor {
+    if (!v.isTensor()) return v.isScalar() ? at::scalar_to_tensor(v.toScalar()) : at::Tensor();
+    const at::Tensor& t = v.toTensor();
+    return at::zeros({}, t.options().device(c10::kCPU)).expand(t.sizes());
+  };
+  const bool bucketize = schema.name() == "aten::bucketize";
+  const at::Tensor boundaries = standIn(args[bucketize ? 1 : 0]);
+  const at::Tensor input = standIn(args[bucketize ? 0 : 1]);
+  const bool outInt32 = args[*schema.argumentIndexWithName("out_int32")].toBool();
+  const bool right = args[*schema.argumentIndexWithName("right")].toBool();
+  std::optional<std::string_view> side;
+  at::Tensor sorter;
+  if (!bucketize) {
+    const c10::IValue& sideArg = args[*schema.argumentIndexWithName("side")];
+    if (sideArg.isString()) side = sideArg.toStringView();
+    sorter = standIn(args[*schema.argumentIndexWithName("sorter")]);
+  }
+  const auto out = schema.argumentIndexWithName("out");
+  const at::Tensor output =
+      out ? standIn(args[*out])
+          : at::empty({0}, at::TensorOptions(outInt32 ? at::kInt : at::kLong));
+  if (bucketize) {
+    TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+                boundaries.dim(), ")");
+  }
+  at::native::searchsorted_pre_check(boundaries, input, output, outInt32, right, side, sorter);
+}
+
+// put_ without accumulate has no deterministic CPU kernel: in deterministic mode the CPU refuses
+// it before it writes (Context::alertNotDeterministic). Refused in the task, the failure would
+// also poison self, which the CPU leaves as it was. In warn-only mode the task gives the warning.
+void putDeterministic(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  at::Context& ctx = at::globalContext();
+  if (ctx.deterministicAlgorithms() && !ctx.deterministicAlgorithmsWarnOnly() && !args[3].toBool())
+    ctx.alertNotDeterministic("put_");
+}
+
+// index_put_ (self, indices, values, accumulate): the CPU's checks of dtypes and shapes, which
+// need no data unless an index is a mask (its count of true elements is data).
+void indexPutFits(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& values = args[2].toTensor();
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(),
+              " for the source.");
+  c10::List<std::optional<at::Tensor>> indices;
+  bool any = false;
+  for (const c10::IValue& index : args[1].toListRef()) {
+    if (!index.isTensor() || !index.toTensor().defined()) {  // a sliced dimension
+      indices.push_back(std::nullopt);
+      continue;
+    }
+    const at::Tensor& t = index.toTensor();
+    if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) return;  // a mask: data
+    indices.push_back(at::empty(t.sizes(), t.options().device(c10::kMeta)));
+    any = true;
+  }
+  // Indices that do not broadcast together: the CPU's IndexError (the Meta kernel of index raises
+  // a RuntimeError of its own words).
+  c10::DimVector broadcast;
+  std::string shapes;
+  bool fits = true;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index) continue;
+    const c10::IntArrayRef sizes = index->sizes();
+    shapes += (shapes.empty() ? "" : ", ") + c10::str(sizes);
+    if (!fits) continue;
+    try {
+      broadcast = at::infer_size_dimvector(broadcast, sizes);
+    } catch (const c10::Error&) {
+      fits = false;
+    }
+  }
+  TORCH_CHECK_INDEX(fits,
+                    "shape mismatch: indexing tensors could not be broadcast together with "
+                    "shapes ",
+                    shapes);
+  // The indexing result's shape, from the Meta kernel of index.
+  const at::Tensor meta = at::empty(self.sizes(), self.options().device(c10::kMeta));
+  const at::Tensor result = any ? at::index(meta, indices) : meta;
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()),
+              "shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ", result.sizes());
+}
+
+// masked_scatter_ expands its mask to self, in place (expand_inplace): a mask that self would
+// have to grow to is refused, in expand's words (a view: no kernel runs).
+void maskExpandsToSelf(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  (void)args[1].toTensor().expand(args[0].toTensor().sizes());
+}
+
+// arange's out= of another count than the sequence's: the CPU warns in its own words and resizes
+// it to 1-d (Note [Sequence factories keep their out's shape] in OpTraits.cpp).
+void arangeOutCount(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::Device) {
+  const bool withStart = op.schema().overload_name() != "out";
+  const c10::Scalar start = withStart ? args[0].toScalar() : c10::Scalar(0);
+  const c10::Scalar end = withStart ? args[1].toScalar() : args[0].toScalar();
+  const c10::Scalar step = withStart ? args[2].toScalar() : c10::Scalar(1);
+  const at::Tensor& out = args.back().toTensor();
+  int64_t size = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_out", [&] {
+    size = at::native::compute_arange_size<scalar_t>(start, end, step);
+  });
+  if (out.numel() == size) return;
+  if (out.numel() > 0) {
+    TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+               out.numel(), " which does not match the computed number of elements ", size,
+               ". Note that this may occur as a result of rounding error. The out tensor will be "
+               "resized to a tensor of shape (",
+               size, ",).");
+  }
+  out.resize_({size});
 }
 
 // The CPU kernel's assert_no_internal_overlap on every argument it writes: an expanded tensor
@@ -160,6 +360,14 @@ constexpr std::array<std::string_view, 8> kRandomInPlace = {
     "aten::random_",    "aten::uniform_",    "aten::normal_", "aten::exponential_",
     "aten::geometric_", "aten::log_normal_", "aten::cauchy_", "aten::bernoulli_"};
 
+// Found by asking the CPU kernel of every operator with an out= overload for an out of another
+// dtype (docs/conformance.md). Left out: operators whose stand-ins would fail another check first
+// (linalg_cross wants a dimension of 3, kthvalue an index within its dimension).
+constexpr std::array<std::string_view, 13> kExactOutDtype = {
+    "aten::neg",   "aten::round", "aten::bitwise_not", "aten::conj_physical", "aten::hardshrink",
+    "aten::clamp", "aten::amax",  "aten::amin",        "aten::sort",          "aten::median",
+    "aten::mode",  "aten::histc", "aten::index_select"};
+
 }  // namespace
 
 CallChecks callChecksFor(const c10::FunctionSchema& schema) {
@@ -180,6 +388,21 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
       schema.arguments().size() >= 3 && schema.arguments()[2].name() == "alpha")
     add(&alphaFits, false);
   if (op == "aten::complex" || op == "aten::polar") add(&complexSameDtype, false);
+  if (op == "aten::index_put_" || op == "aten::index_put" || op == "aten::_index_put_impl_")
+    add(&indexPutFits, false);
+  if (op == "aten::masked_scatter_") add(&maskExpandsToSelf, false);
+  if (op == "aten::put_") add(&putDeterministic, false);
+  if (op == "aten::arange" && overload.find("out") != std::string_view::npos)
+    add(&arangeOutCount, true);
+  const bool hasOut = std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                                  [](const c10::Argument& a) { return a.is_out(); });
+  if (hasOut && std::find(kExactOutDtype.begin(), kExactOutDtype.end(), op) != kExactOutDtype.end())
+    add(&askCpuIf<&outDtypeDiffers>, false);
+  if (hasOut && (op == "aten::all" || op == "aten::any")) add(&askCpuIf<&outNotBool>, false);
+  if (op == "aten::floor" || op == "aten::ceil" || op == "aten::trunc" || op == "aten::round")
+    add(&askCpuIf<&selfComplex>, false);
+  if (op == "aten::bucketize" || op == "aten::searchsorted") add(&searchsortedFits, false);
+  if (!schema.arguments().empty()) add(&askCpuIf<&over64Dims>, false);
   if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
       schema.arguments().front().type()->kind() == c10::TypeKind::IntType)
     add(&randpermFits, false);

@@ -12,9 +12,21 @@
 //    large for its out's dtype, add's and sub's alpha for the result's dtype: the CPU's checks,
 //    written here or called from ATen's headers;
 //  - the in-place random operators (random_'s bounds for the dtype, uniform_'s, normal_'s std):
-//    the CPU kernel itself runs on a stand-in of at most one element, drawing from a generator of
-//    its own, so every check and warning is the CPU's and no user generator moves. The task's
-//    kernel then repeats those warnings: an operator with a call check drops its task's warnings;
+//    the CPU kernel itself runs on stand-ins of at most one element per dimension, drawing from a
+//    generator of its own, so every check and warning is the CPU's and no user generator moves.
+//    The task's kernel then repeats those warnings: an operator with a call check drops its task's
+//    warnings;
+//  - the same stand-ins, asked only when a cheap predicate says the CPU may refuse the call (the
+//    common call pays a comparison, no kernel): an out= of another dtype than the input's for the
+//    operators whose CPU kernel wants it exact (neg, round, amax, sort, mode, ...); all/any into a
+//    non-bool out; floor/ceil/trunc/round of a complex input; any operator on a tensor of more
+//    than 64 dimensions (TensorIterator's limit);
+//  - index_put_'s dtypes, its indices broadcasting together (an IndexError, as on the CPU) and its
+//    values expanding to the indexing result, unless an index is a mask (its count is data);
+//    searchsorted's and bucketize's ATen searchsorted_pre_check on memoryless stand-ins of the
+//    true sizes; masked_scatter_'s mask expanding to self; put_ refused in deterministic mode
+//    (refused in the task, the failure would also have poisoned self, which the CPU leaves
+//    untouched); arange's out= of another count, resized with the CPU's own warning;
 //  - a written argument that overlaps itself (an expanded tensor) for the operators whose CPU
 //    kernel refuses one (masked_scatter_, put_, scatter_, bernoulli_, cat.out, linspace.out):
 //    ATen's own assert_no_internal_overlap, and assert_no_overlap between a written argument and

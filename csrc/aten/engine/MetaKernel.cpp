@@ -1,5 +1,7 @@
 #include "aten/engine/MetaKernel.h"
 
+#include <ATen/TensorIterator.h>
+
 #include <algorithm>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,39 @@ TensorShape shapeOf(const at::Tensor& t) {
   shape.strides.assign(t.strides().begin(), t.strides().end());
   shape.dtype = t.scalar_type();
   return shape;
+}
+
+// [marker: engine-pointwise-out-layout]
+// Note [Resized outs of pointwise operators]
+// A structured CPU kernel that resizes an out= argument gives it the layout TensorIterator chose
+// from the inputs (resize_out restrides it): add(x, x, out=empty(0)) with x permuted to strides
+// (12, 1, 4) writes an out of strides (12, 1, 4). PyTorch's Python Meta kernels of the pointwise
+// operators resize it contiguously. So for a pointwise operator's resized out=, the strides come
+// from TensorIterator itself, built on the Meta stand-ins of the inputs: the CPU's rule, asked the
+// same way.
+void restrideResizedPointwiseOut(const c10::FunctionSchema& schema,
+                                 const std::vector<c10::IValue>& metaArgs,
+                                 c10::IntArrayRef sizesBefore, TensorShape* shape) {
+  if (c10::IntArrayRef(shape->sizes) == sizesBefore) return;  // not resized: strides stay
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).set_check_mem_overlap(false).declare_static_dtype(
+      shape->dtype);
+  config.add_owned_output(at::Tensor());
+  bool inputs = false;
+  for (size_t j = 0; j < metaArgs.size(); ++j) {
+    const auto* alias = schema.arguments()[j].alias_info();
+    if (alias != nullptr && alias->isWrite()) continue;
+    forEachTensor(metaArgs[j], [&](const at::Tensor& t) {
+      if (!t.defined() || !t.is_meta()) return;
+      config.add_owned_const_input(t);
+      inputs = true;
+    });
+  }
+  if (!inputs) return;
+  const at::TensorIterator iter = config.build();
+  const at::Tensor& out = iter.tensor(0);
+  if (out.sizes() != c10::IntArrayRef(shape->sizes)) return;
+  shape->strides.assign(out.strides().begin(), out.strides().end());
 }
 
 }  // namespace
@@ -61,6 +96,11 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   refuseQuantizedArguments(op, args, device);
   torch::jit::Stack meta = standIns(args, c10::kMeta, metaLike);
   const std::vector<c10::IValue> metaArgs = meta;  // read back resized out= shapes afterwards
+  c10::SmallVector<std::vector<int64_t>, 2> sizesBefore(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (schema.arguments()[i].is_out() && args[i].isTensor())
+      sizesBefore[i] = args[i].toTensor().sizes().vec();
+  }
   auto answer = std::make_shared<MetaAnswer>();
   countMetaCall();
   try {
@@ -85,8 +125,12 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   refuseQuantizedResults(op, meta, device);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
-    if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor())
-      answer->written.emplace_back(i, shapeOf(metaArgs[i].toTensor()));
+    if (alias != nullptr && alias->isWrite() && args[i].isTensor() && metaArgs[i].isTensor()) {
+      TensorShape shape = shapeOf(metaArgs[i].toTensor());
+      if (schema.arguments()[i].is_out() && op.hasTag(at::Tag::pointwise))
+        restrideResizedPointwiseOut(schema, metaArgs, sizesBefore[i], &shape);
+      answer->written.emplace_back(i, std::move(shape));
+    }
   }
   recordResults(schema, meta, answer.get());
   return answer;

@@ -60,14 +60,17 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 // on strides, which code that views the results or compiles them relies on (Inductor asserts the
 // strides of extern kernels' results; the compile sweep found these): linalg_eig's eigenvectors
 // are column-major on the CPU (LAPACK's layout) and row-major on Meta, and _fft_r2c over several
-// dimensions is contiguous on the CPU and permuted on Meta. The first call per signature
-// runs on the synchronizing path and its CPU results give the shapes and strides for the later
-// ones (Note [Shapes from the CPU kernel] in SyncPath.cpp).
+// dimensions is contiguous on the CPU and permuted on Meta. And multilabel_margin_loss_forward's
+// and multi_margin_loss's output is 1-d on Meta for a 0-d input with reduction none, 0-d on the
+// CPU (test_torch.py's test_scalar_check). The first call per signature runs on the synchronizing
+// path and its CPU results give the shapes and strides for the later ones (Note [Shapes from the
+// CPU kernel] in SyncPath.cpp).
 bool metaShapesDisagree(const c10::OperatorName& name) {
   return name.overload_name.empty() &&
          (name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only" ||
           name.name == "aten::mkldnn_rnn_layer" || name.name == "aten::linalg_eig" ||
-          name.name == "aten::_fft_r2c");
+          name.name == "aten::_fft_r2c" || name.name == "aten::multilabel_margin_loss_forward" ||
+          name.name == "aten::multi_margin_loss");
 }
 
 // [marker: engine-sequence-out]
