@@ -118,7 +118,7 @@ def test_out_of_memory_raises_at_the_call_and_the_device_recovers():
     with pytest.raises(torch.OutOfMemoryError) as info:
         torch.empty(1 << 40, dtype=torch.uint8, device="openreg")
     message = str(info.value)
-    assert message.startswith("openreg out of memory on device 0: tried to allocate 1024.00 GiB"), message
+    assert message.startswith("openreg out of memory on device 0. Tried to allocate 1024.00 GiB"), message
     assert "(openreg: aten::empty.memory_format on openreg)" in message, message
     after = openreg.memory_stats()
     assert after["num_ooms"] == before["num_ooms"] + 1

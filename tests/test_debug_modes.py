@@ -172,8 +172,8 @@ def test_injected_oom_is_the_allocators_out_of_memory_error_and_the_device_keeps
         with pytest.raises(torch.OutOfMemoryError) as caught:
             torch.ones(10, device="openreg")  # allocation 2
         c = torch.ones(10, device="openreg")  # allocation 3
-    assert "openreg out of memory on device 0: tried to allocate 40.00 B" not in str(caught.value)
-    assert str(caught.value).startswith("openreg out of memory on device 0: tried to allocate 0.04 KiB")
+    assert "openreg out of memory on device 0. Tried to allocate 40.00 B" not in str(caught.value)
+    assert str(caught.value).startswith("openreg out of memory on device 0. Tried to allocate 0.04 KiB")
     assert "(injected: allocation 2 since torch.openreg.debug.inject_faults(oom_at=2))" in str(caught.value)
     assert torch.openreg.memory_stats(0)["num_ooms"] == ooms + 1
     assert (a + b + c).cpu().tolist() == [3.0] * 10

@@ -24,6 +24,8 @@ CONFIGURATION = [
     ("OPENREG_DEBUG_NONFINITE", "0", "1: the first NaN or Inf raises (at import)"),
     ("OPENREG_STREAM_SANITIZER", "0", "1: unsynchronized stream use raises (at import)"),
     ("OPENREG_FAULT_INJECTION", "empty", "planted failures, e.g. oom_at=3 (at import)"),
+    ("PYTORCH_OPENREG_ALLOC_CONF", "empty", "caching allocator settings (wins over PYTORCH_ALLOC_CONF)"),
+    ("PYTORCH_ALLOC_CONF", "empty", "allocator settings shared by every accelerator"),
     ("TORCH_DEVICE_BACKEND_AUTOLOAD", "1", "0: import torch does not load openreg"),
 ]
 

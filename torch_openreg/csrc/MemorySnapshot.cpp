@@ -88,7 +88,8 @@ py::list segmentsToList(std::vector<c10::CachingDeviceAllocator::SegmentInfo> se
     s["requested_size"] = segment.requested_size;
     s["stream"] = reinterpret_cast<uintptr_t>(segment.stream);
     s["segment_type"] = segment.is_large ? "large" : "small";
-    s["segment_pool_id"] = py::make_tuple(0, 0);
+    s["segment_pool_id"] =
+        py::make_tuple(segment.owner_private_pool_id.first, segment.owner_private_pool_id.second);
     s["is_expandable"] = false;
     s["frames"] = py::list();
     py::list blocks;

@@ -23,6 +23,7 @@
 #include "core/Graph.h"
 #include "core/Ipc.h"
 #include "core/Stream.h"
+#include "core/allocator/AllocatorConfig.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
 #include "distributed/ProcessGroupOccl.h"
@@ -154,6 +155,36 @@ PYBIND11_MODULE(_C, m) {
   // [marker: bindings-memory]
   m.def("_memory_snapshot", translated(+[] {
           return openreg::bindings::segmentsToList(openreg::deviceAllocator().snapshot());
+        }));
+  // [marker: bindings-allocator-config]
+  m.def("_set_allocator_settings", translated(+[](const std::string& settings) {
+          openreg::allocator::setAllocatorSettings(settings);
+        }));
+  m.def("_get_allocator_settings",
+        translated(+[] { return openreg::allocator::allocatorSettings(); }));
+  m.def("_set_memory_fraction", translated(+[](double fraction, int device) {
+          openreg::deviceAllocator().forDevice(device).setMemoryFraction(fraction);
+        }));
+  m.def("_get_memory_fraction", translated(+[](int device) {
+          return openreg::deviceAllocator().forDevice(device).memoryFraction();
+        }));
+  // [marker: bindings-mem-pool]
+  m.def("_mempool_create", translated(+[](int device) {
+          const c10::MempoolId_t id = openreg::graphPoolHandle();
+          openreg::deviceAllocator().forDevice(device).retainPool(id);
+          return py::make_tuple(id.first, id.second);
+        }));
+  m.def("_mempool_release", translated(+[](int device, c10::MempoolId_t id) {
+          openreg::deviceAllocator().forDevice(device).releasePool(id);
+        }));
+  m.def("_mempool_begin", translated(+[](int device, c10::MempoolId_t id) {
+          openreg::deviceAllocator().forDevice(device).beginAllocateThreadToPool(id);
+        }));
+  m.def("_mempool_end", translated(+[](int device, c10::MempoolId_t id) {
+          openreg::deviceAllocator().forDevice(device).endAllocateThreadToPool(id);
+        }));
+  m.def("_mempool_use_count", translated(+[](int device, c10::MempoolId_t id) {
+          return openreg::deviceAllocator().forDevice(device).poolUseCount(id);
         }));
   // [marker: bindings-memory-history]
   m.def("_record_memory_history", translated(+[](bool enabled, size_t maxEntries, bool cpp) {

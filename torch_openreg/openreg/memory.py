@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -118,8 +120,77 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     return "\n".join(lines)
 
 
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Caps the caching allocator's segments on `device` at `fraction` of its capacity, as
+    torch.cuda's does: an allocation past the cap raises torch.OutOfMemoryError."""
+    _C._set_memory_fraction(float(fraction), _index(device))
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    return _C._get_memory_fraction(_index(device))
+
+
+def _set_allocator_settings(settings: str) -> None:
+    """Sets allocator keys at run time, in PYTORCH_OPENREG_ALLOC_CONF's syntax
+    ("max_split_size_mb:64,garbage_collection_threshold:0.8"); the keys not named keep their
+    values. An unknown key or a bad value raises ValueError naming it."""
+    _C._set_allocator_settings(settings)
+
+
+def _get_allocator_settings() -> str:
+    return _C._get_allocator_settings()
+
+
+class MemPool:
+    """A private pool of device memory the program names, as torch.cuda.MemPool: allocations made
+    under `use_mem_pool(pool)` come from it and go back to it, never to the shared cache, and a
+    graph captured with `pool=pool.id` allocates into it too. The pool's memory returns to the
+    device once the MemPool is gone and its tensors are freed (then `empty_cache()`)."""
+
+    def __init__(self, allocator: Any = None, use_on_oom: bool = False, device: Any = None) -> None:
+        if allocator is not None:
+            raise ValueError("torch.openreg.MemPool: openreg has no pluggable allocators; pass allocator=None")
+        if use_on_oom:
+            raise ValueError("torch.openreg.MemPool: use_on_oom is not supported on openreg")
+        self._device = _index(device)
+        self._id = tuple(_C._mempool_create(self._device))
+
+    @property
+    def id(self) -> tuple[int, int]:
+        return self._id
+
+    @property
+    def allocator(self) -> None:
+        return None
+
+    def use_count(self) -> int:
+        """The pool's users: this MemPool, each `use_mem_pool` in progress, each graph."""
+        return _C._mempool_use_count(self._device, self._id)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The pool's segments, as `memory_snapshot()` gives them."""
+        return [s for s in memory_snapshot() if tuple(s["segment_pool_id"]) == self._id]
+
+    def __del__(self) -> None:
+        if getattr(self, "_id", None) is not None and _C is not None:
+            _C._mempool_release(self._device, self._id)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: Any = None) -> Iterator[None]:
+    """Routes this thread's allocations on `device` (the current one by default) to `pool`."""
+    index = _index(device)
+    _C._mempool_begin(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._mempool_end(index, pool.id)
+
+
 __all__ = [
+    "MemPool",
     "empty_cache",
+    "get_per_process_memory_fraction",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -130,4 +201,6 @@ __all__ = [
     "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]

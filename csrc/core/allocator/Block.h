@@ -12,14 +12,15 @@
 namespace openreg::allocator {
 
 // Size classes, as in CUDA's caching allocator: requests of at most kSmallSize bytes share
-// kSmallBuffer segments (the small pool); requests up to kMinLargeAlloc share kLargeBuffer
-// segments; larger ones get a segment of their own, rounded to kRoundLarge.
+// kSmallBuffer segments (the small pool); requests up to kMinLargeAlloc share large segments;
+// larger ones get a segment of their own, rounded to kRoundLarge.
 constexpr size_t kMinBlockSize = 512;        // every block size is a multiple of this
 constexpr size_t kSmallSize = 1 << 20;       // largest request served by the small pool
 constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
-constexpr size_t kMinLargeAlloc = 10 << 20;  // requests below this share kLargeBuffer segments
-constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kMinLargeAlloc = 10 << 20;  // requests below this share large segments
 constexpr size_t kRoundLarge = 2 << 20;
+// The segment size between kSmallSize and kMinLargeAlloc is large_segment_size_mb (20 MiB unless
+// configured: Note [Allocator configuration] in AllocatorConfig.h).
 
 struct Block;
 struct PrivatePool;
@@ -45,10 +46,11 @@ struct Block {
   size_t size;           // bytes in the block
   size_t requested = 0;  // bytes the caller asked for (allocated blocks)
   BlockPool* pool;
-  void* ptr;                     // device address
-  bool allocated = false;        // handed out to a caller
-  bool countedInactive = false;  // free, split, and counted in inactive_split stats
-  int pendingEvents = 0;         // events to complete before the block may be reused
+  void* ptr;                       // device address
+  bool allocated = false;          // handed out to a caller
+  bool countedInactive = false;    // free, split, and counted in inactive_split stats
+  int pendingEvents = 0;           // events to complete before the block may be reused
+  unsigned long long freedAt = 0;  // when it last became free (a count of frees): its age
   std::set<c10::Stream, bool (*)(const c10::Stream&, const c10::Stream&)> streamUses{
       [](const c10::Stream& a, const c10::Stream& b) {
         return std::make_tuple(a.device_index(), a.id()) <

@@ -12,11 +12,15 @@
 #include "core/Functions.h"
 #include "core/Ipc.h"
 #include "core/Stream.h"
+#include "core/allocator/AllocatorConfig.h"
 
 namespace openreg {
 
 allocator::DeviceCachingAllocator& DeviceAllocator::forDevice(c10::DeviceIndex device) {
   std::call_once(created_, [this] {
+    // A bad PYTORCH_OPENREG_ALLOC_CONF raises here, at the first use, and again at every use
+    // after it: call_once runs again after an exception.
+    allocator::loadAllocatorConfig();
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
       devices_.push_back(std::make_unique<allocator::DeviceCachingAllocator>(i));
     }

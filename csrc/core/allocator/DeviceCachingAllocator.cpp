@@ -1,6 +1,8 @@
 #include "core/allocator/DeviceCachingAllocator.h"
 
+#include <c10/core/AllocatorConfig.h>
 #include <c10/util/Exception.h>
+#include <c10/util/llvmMathExtras.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,20 +23,36 @@ namespace {
 using c10::CachingAllocator::for_each_selected_stat_type;
 using c10::CachingAllocator::StatType;
 
+using Config = c10::CachingAllocator::AcceleratorAllocatorConfig;
+
+// [marker: allocator-round-size]
+// A multiple of kMinBlockSize; with roundup_power2_divisions, the next of the evenly spaced sizes
+// the configuration puts between two powers of 2 (so that varying sizes reuse the same blocks).
 size_t roundSize(size_t size) {
-  return size < kMinBlockSize ? kMinBlockSize
-                              : (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  if (size <= kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = Config::roundup_power2_divisions(size);
+  if (divisions > 1 && size > kMinBlockSize * divisions && !c10::llvm::isPowerOf2_64(size)) {
+    const size_t floor = c10::llvm::PowerOf2Floor(size);
+    const size_t step = floor / divisions;
+    if (step == 0) return floor << 1;
+    const size_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+  }
+  return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
 size_t segmentSizeFor(size_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size < kMinLargeAlloc) return Config::large_segment_size();
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
+// A block of max_split_size or more is never split: it serves one request of about its size
+// (Note [Allocator configuration]).
 bool shouldSplit(const Block* block, size_t size) {
   const size_t remaining = block->size - size;
-  return block->pool->isSmall ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  return block->pool->isSmall ? remaining >= kMinBlockSize
+                              : size < Config::max_split_size() && remaining > kSmallSize;
 }
 
 std::string formatBytes(size_t bytes) {
@@ -73,6 +91,8 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   const size_t size = roundSize(requested);
   BlockPool& pool = poolFor(size, stream);
   Block* block = takeFreeBlock(pool, stream, size);
+  if (block == nullptr && allowed_ != SIZE_MAX && Config::garbage_collection_threshold() > 0.0)
+    collectGarbage();
   if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
     auto* rest =
@@ -89,6 +109,7 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
   block->allocated = true;
   block->requested = requested;
   activeBlocks_.insert(block);
+  if (block->size >= Config::max_split_size()) stats_.oversize_allocations.increase(1);
   for_each_selected_stat_type(statTypes(pool), [&](size_t t) {
     stats_.allocation[t].increase(1);
     stats_.allocated_bytes[t].increase(block->size);
@@ -131,6 +152,7 @@ void DeviceCachingAllocator::free(Block* block) noexcept {
                           block->stream);
   }
   block->allocated = false;
+  if (block->size >= Config::max_split_size()) stats_.oversize_allocations.decrease(1);
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
     stats_.allocation[t].decrease(1);
     stats_.allocated_bytes[t].decrease(block->size);
@@ -208,12 +230,22 @@ Block* DeviceCachingAllocator::takeFreeBlock(BlockPool& pool, c10::Stream stream
   auto it = pool.blocks.lower_bound(&key);
   if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
+  // An oversize block (max_split_size or more) serves no smaller request, and no request it would
+  // exceed by max_non_split_rounding_mb: CUDA's rules, which keep large blocks whole.
+  const size_t maxSplit = Config::max_split_size();
+  if (size < maxSplit && block->size >= maxSplit) return nullptr;
+  if (size >= maxSplit && block->size >= size + Config::max_non_split_rounding_size())
+    return nullptr;
   eraseFree(block);
   return block;
 }
 
 Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stream,
                                                size_t segmentSize) {
+  // set_per_process_memory_fraction: a segment past the allowed bytes is not asked for.
+  const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+  if (static_cast<size_t>(stats_.reserved_bytes[aggregate].current) + segmentSize > allowed_)
+    return nullptr;
   void* ptr = nullptr;
   orError_t status;
   {
@@ -223,6 +255,7 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
   if (status == orErrorMemoryAllocation) return nullptr;
   OPENREG_CHECK(status);
   stats_.num_device_alloc += 1;
+  if (segmentSize >= Config::max_split_size()) stats_.oversize_segments.increase(1);
   for_each_selected_stat_type(statTypes(pool), [&](size_t t) {
     stats_.segment[t].increase(1);
     stats_.reserved_bytes[t].increase(segmentSize);
@@ -235,6 +268,7 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
 }
 
 void DeviceCachingAllocator::insertFree(Block* block) {
+  block->freedAt = ++frees_;
   block->pool->blocks.insert(block);
   if (block->isSplit()) {
     block->countedInactive = true;
@@ -315,37 +349,97 @@ void DeviceCachingAllocator::synchronizeAndProcessEvents() {
 void DeviceCachingAllocator::releaseCachedSegments() {
   synchronizeAndProcessEvents();
   stats_.num_sync_all_streams += 1;
+  std::vector<Block*> segments = wholeFreeSegments();
+  std::exception_ptr error;
+  for (Block* block : segments) {
+    try {
+      releaseSegment(block);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  erasePrivatePoolsReleased();
+  if (error) std::rethrow_exception(error);
+}
+
+std::vector<Block*> DeviceCachingAllocator::wholeFreeSegments() {
   std::vector<Block*> segments;
   for (BlockPool* pool : releasablePools()) {
     for (Block* block : pool->blocks) {
       if (!block->isSplit()) segments.push_back(block);
     }
   }
+  return segments;
+}
+
+// One whole free segment back to the runtime: see releaseCachedSegments. Raises orFree's error
+// after forgetting the segment if the runtime no longer knows it.
+void DeviceCachingAllocator::releaseSegment(Block* block) {
   std::exception_ptr error;
+  try {
+    DeviceScope scope(device_);
+    OPENREG_CHECK(orFree(block->ptr));
+  } catch (...) {
+    error = std::current_exception();
+    orPointerAttributes attributes;
+    if (orPointerGetAttributes(&attributes, block->ptr) != orErrorInvalidDevicePointer)
+      std::rethrow_exception(error);
+  }
+  block->pool->blocks.erase(block);
+  stats_.num_device_free += 1;
+  if (block->size >= Config::max_split_size()) stats_.oversize_segments.decrease(1);
+  for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
+    stats_.segment[t].decrease(1);
+    stats_.reserved_bytes[t].decrease(block->size);
+  });
+  if (MemoryHistory::recording()) {
+    MemoryHistory::record(TraceAction::SegmentFree, device_, block->ptr, block->size,
+                          block->stream);
+  }
+  countPrivateSegment(*block->pool, block->size, /*added=*/false);
+  delete block;
+  if (error) std::rethrow_exception(error);
+}
+
+// [marker: allocator-garbage-collection]
+// garbage_collection_threshold, with a memory fraction set (as on CUDA, where it acts only then):
+// when the reserved bytes pass that share of the allowed bytes, whole free segments go back to the
+// runtime, those freed longest ago first, until the reserved bytes are under it again. A program
+// whose sizes drift keeps its recent blocks and sheds the stale ones, without the full
+// release-and-retry of an out-of-memory.
+void DeviceCachingAllocator::collectGarbage() {
+  const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+  const auto target =
+      static_cast<size_t>(Config::garbage_collection_threshold() * static_cast<double>(allowed_));
+  auto reserved = [&] { return static_cast<size_t>(stats_.reserved_bytes[aggregate].current); };
+  if (reserved() <= target) return;
+  std::vector<Block*> segments = wholeFreeSegments();
+  std::sort(segments.begin(), segments.end(),
+            [](const Block* a, const Block* b) { return a->freedAt < b->freedAt; });
   for (Block* block : segments) {
-    try {
-      DeviceScope scope(device_);
-      OPENREG_CHECK(orFree(block->ptr));
-    } catch (...) {
-      if (!error) error = std::current_exception();
-      orPointerAttributes attributes;
-      if (orPointerGetAttributes(&attributes, block->ptr) != orErrorInvalidDevicePointer) continue;
-    }
-    block->pool->blocks.erase(block);
-    stats_.num_device_free += 1;
-    for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
-      stats_.segment[t].decrease(1);
-      stats_.reserved_bytes[t].decrease(block->size);
-    });
-    if (MemoryHistory::recording()) {
-      MemoryHistory::record(TraceAction::SegmentFree, device_, block->ptr, block->size,
-                            block->stream);
-    }
-    countPrivateSegment(*block->pool, block->size, /*added=*/false);
-    delete block;
+    if (reserved() <= target) break;
+    releaseSegment(block);
   }
   erasePrivatePoolsReleased();
-  if (error) std::rethrow_exception(error);
+}
+
+void DeviceCachingAllocator::setMemoryFraction(double fraction) {
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "openreg: invalid memory fraction ",
+                    fraction, " for device ", static_cast<int>(device_),
+                    ": set_per_process_memory_fraction takes a number between 0 and 1");
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  size_t free = 0, total = 0;
+  {
+    DeviceScope scope(device_);
+    OPENREG_CHECK(orMemGetInfo(&free, &total));
+  }
+  fraction_ = fraction;
+  allowed_ = static_cast<size_t>(fraction * static_cast<double>(total));
+}
+
+double DeviceCachingAllocator::memoryFraction() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return fraction_;
 }
 
 void DeviceCachingAllocator::emptyCache() {
@@ -353,6 +447,10 @@ void DeviceCachingAllocator::emptyCache() {
   releaseCachedSegments();
 }
 
+// [marker: allocator-oom-message]
+// What CUDA's message says, in openreg's terms: what was asked, what the device and the process's
+// allowance leave, what PyTorch holds in tensors and in its cache, the largest free cached block,
+// and the setting to try. The engine adds the operator (Note [Out of memory names the operator]).
 void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSize,
                                               const std::string& note) {
   stats_.num_ooms += 1;
@@ -368,13 +466,35 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSi
   const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
   const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[aggregate].current);
   const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[aggregate].current);
-  TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ",
-                   static_cast<int>(device_), ": tried to allocate ", formatBytes(requested),
-                   " (a ", formatBytes(segmentSize), " segment)", note, ". The device has ",
-                   formatBytes(total), " in total and ", formatBytes(free), " free; PyTorch holds ",
-                   formatBytes(allocated), " in tensors and ", formatBytes(reserved),
-                   " reserved by the caching allocator. Free tensors you no longer "
-                   "need, or set OPENREG_DEVICE_MEMORY for a larger device.");
+  size_t largest = 0;
+  for (BlockPool* pool : {&smallBlocks_, &largeBlocks_}) {
+    for (const Block* block : pool->blocks) largest = std::max(largest, block->size);
+  }
+  std::ostringstream os;
+  os << "openreg out of memory on device " << static_cast<int>(device_) << ". Tried to allocate "
+     << formatBytes(requested) << " (a " << formatBytes(segmentSize) << " segment)" << note
+     << ". The device has a total capacity of " << formatBytes(total) << ", of which "
+     << formatBytes(free) << " is free";
+  if (allowed_ != SIZE_MAX) {
+    os << "; this process is allowed " << formatBytes(allowed_)
+       << " (set_per_process_memory_fraction(" << fraction_ << "))";
+  }
+  os << ". Of the memory PyTorch holds, " << formatBytes(allocated) << " is in tensors and "
+     << formatBytes(reserved - std::min(reserved, allocated))
+     << " is reserved by the caching allocator but unallocated; its largest free block is "
+     << formatBytes(largest) << ".";
+  if (allowed_ != SIZE_MAX && reserved + segmentSize > allowed_) {
+    os << " The allowance is what stands in the way: raise it with "
+          "torch.openreg.set_per_process_memory_fraction.";
+  } else if (reserved - std::min(reserved, allocated) >= requested &&
+             !Config::use_expandable_segments()) {
+    os << " Reserved but unallocated memory is large: setting "
+          "PYTORCH_OPENREG_ALLOC_CONF=expandable_segments:True may avoid the fragmentation, and "
+          "torch.openreg.empty_cache() returns the cache to the device.";
+  } else {
+    os << " Free tensors you no longer need, or set OPENREG_DEVICE_MEMORY for a larger device.";
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, os.str());
 }
 
 DeviceStats DeviceCachingAllocator::getStats() {
@@ -420,6 +540,10 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() {
   };
   for (Block* b : smallBlocks_.blocks) addHead(b);
   for (Block* b : largeBlocks_.blocks) addHead(b);
+  for (auto& [id, pool] : privatePools_.pools) {  // a private segment may hold no live block
+    for (Block* b : pool->small.blocks) addHead(b);
+    for (Block* b : pool->large.blocks) addHead(b);
+  }
   for (Block* b : activeBlocks_) addHead(b);
   std::sort(heads.begin(), heads.end(), [](Block* a, Block* b) { return a->ptr < b->ptr; });
   std::vector<SegmentInfo> segments;
@@ -429,6 +553,7 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() {
     segment.address = reinterpret_cast<size_t>(head->ptr);
     segment.stream = OpenRegStream(head->stream).stream();
     segment.is_large = !head->pool->isSmall;
+    if (head->pool->owner != nullptr) segment.owner_private_pool_id = head->pool->owner->id;
     for (Block* b = head; b != nullptr; b = b->next) {
       c10::CachingDeviceAllocator::BlockInfo info;
       info.size = b->size;

@@ -14,7 +14,14 @@
 // request: a request that fits the device never fails because its segment was rounded up (a
 // 4 MiB tensor asks for a 20 MiB segment, more than a 16 MiB device has). If that fails too it
 // raises torch.OutOfMemoryError naming the device, the request, what PyTorch holds and what the
-// device has left, and changes nothing.
+// device has left (allocator-oom-message in DeviceCachingAllocator.cpp); by then the cache has
+// gone back to the runtime and num_ooms and num_alloc_retries have counted it.
+//
+// The sizes, splitting and garbage collection follow the configuration (Note [Allocator
+// configuration] in AllocatorConfig.h): roundup_power2_divisions rounds requests up to a few sizes
+// per power of 2; a block of max_split_size_mb or more is never split and serves only a request
+// close to its size; set_per_process_memory_fraction caps the segments' total, and
+// garbage_collection_threshold then sheds the oldest free segments before that cap is reached.
 //
 // Note [A free never throws]
 // free() runs from the DataPtr deleter, in tensor destructors, so it is noexcept and every path
@@ -32,6 +39,7 @@
 #include <c10/core/Stream.h>
 #include <openreg/runtime.h>
 
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -39,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/Macros.h"
 #include "core/allocator/Block.h"
 #include "core/allocator/PrivatePool.h"
 
@@ -47,7 +56,7 @@ namespace openreg::allocator {
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingDeviceAllocator::SegmentInfo;
 
-class DeviceCachingAllocator {
+class OPENREG_TORCH_API DeviceCachingAllocator {
  public:
   explicit DeviceCachingAllocator(c10::DeviceIndex device);
 
@@ -60,6 +69,11 @@ class DeviceCachingAllocator {
   // Returns every fully free segment to the runtime. Raises the runtime's first error, after
   // trying every segment; the statistics count only the segments the runtime released.
   void emptyCache();
+
+  // set_per_process_memory_fraction: segments past fraction x capacity are refused (an
+  // out-of-memory error); 1 by default.
+  void setMemoryFraction(double fraction);
+  double memoryFraction();
 
   DeviceStats getStats();
   void resetAccumulatedStats();
@@ -74,6 +88,12 @@ class DeviceCachingAllocator {
   void endAllocateToPool(c10::MempoolId_t id);
   // One use of the pool fewer; at none, its free segments go back to the runtime.
   void releasePool(c10::MempoolId_t id);
+  // MemPool (marker mem-pool in PrivatePool.cpp): one use more, creating the pool; the calling
+  // thread's allocations into the pool (one use more) and back (that use released).
+  void retainPool(c10::MempoolId_t id);
+  void beginAllocateThreadToPool(c10::MempoolId_t id);
+  void endAllocateThreadToPool(c10::MempoolId_t id);
+  int poolUseCount(c10::MempoolId_t id);
 
  private:
   using StatTypes = c10::CachingAllocator::StatTypes;
@@ -90,6 +110,9 @@ class DeviceCachingAllocator {
   void processEvents();
   void synchronizeAndProcessEvents();
   void releaseCachedSegments();
+  std::vector<Block*> wholeFreeSegments();
+  void releaseSegment(Block* block);
+  void collectGarbage();
   BlockPool& poolFor(size_t size, c10::Stream stream);
   // What releaseCachedSegments returns: the shared pools and the private pools no graph uses, or
   // only releasing_ while releasePool runs.
@@ -108,6 +131,9 @@ class DeviceCachingAllocator {
   std::deque<std::pair<orEvent_t, Block*>> pending_;  // events a freed block waits for
   PrivatePools privatePools_;
   PrivatePool* releasing_ = nullptr;  // set by releasePool around its releaseCachedSegments
+  double fraction_ = 1.0;             // set_per_process_memory_fraction
+  size_t allowed_ = SIZE_MAX;         // bytes the segments may total; SIZE_MAX: no limit set
+  unsigned long long frees_ = 0;      // blocks made free so far: their ages (Block::freedAt)
 };
 
 }  // namespace openreg::allocator

@@ -34,8 +34,9 @@ void DeviceCachingAllocator::beginAllocateToPool(c10::MempoolId_t id, unsigned l
                                                  orStreamCaptureMode mode) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (const PoolCapture& c : privatePools_.captures) {
-    TORCH_CHECK(c.pool != id, "openreg: device ", static_cast<int>(device_),
-                ": a capture is already allocating into private pool (", id.first, ", ", id.second,
+    TORCH_CHECK(c.pool != id || c.captureId == 0 || captureId == 0, "openreg: device ",
+                static_cast<int>(device_), ": a capture is already allocating into private pool (",
+                id.first, ", ", id.second,
                 "); captures that share a pool must run one after the other");
   }
   auto& pool = privatePools_.pools[id];
@@ -47,9 +48,45 @@ void DeviceCachingAllocator::beginAllocateToPool(c10::MempoolId_t id, unsigned l
 void DeviceCachingAllocator::endAllocateToPool(c10::MempoolId_t id) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto& captures = privatePools_.captures;
-  captures.erase(std::remove_if(captures.begin(), captures.end(),
-                                [&](const PoolCapture& c) { return c.pool == id; }),
-                 captures.end());
+  captures.erase(
+      std::remove_if(captures.begin(), captures.end(),
+                     [&](const PoolCapture& c) { return c.pool == id && c.captureId != 0; }),
+      captures.end());
+}
+
+// [marker: mem-pool]
+// torch.openreg.MemPool: a private pool a program names itself. The MemPool holds one use of it;
+// use_mem_pool(pool) routes the calling thread's allocations on this device to it (the other
+// threads' go on to the shared pools), as CUDA's use_mem_pool does, and holds one more use while
+// it lasts. A graph captured with pool=mem_pool.id allocates into the same pool.
+void DeviceCachingAllocator::retainPool(c10::MempoolId_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto& pool = privatePools_.pools[id];
+  if (pool == nullptr) pool = std::make_unique<PrivatePool>(id);
+  pool->useCount += 1;
+}
+
+void DeviceCachingAllocator::beginAllocateThreadToPool(c10::MempoolId_t id) {
+  beginAllocateToPool(id, /*captureId=*/0, orStreamCaptureModeRelaxed);
+}
+
+void DeviceCachingAllocator::endAllocateThreadToPool(c10::MempoolId_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto& captures = privatePools_.captures;
+  const std::thread::id self = std::this_thread::get_id();
+  auto it = std::find_if(captures.begin(), captures.end(), [&](const PoolCapture& c) {
+    return c.pool == id && c.captureId == 0 && c.thread == self;
+  });
+  TORCH_CHECK(it != captures.end(), "openreg: device ", static_cast<int>(device_),
+              ": this thread is not allocating into pool (", id.first, ", ", id.second, ")");
+  captures.erase(it);
+  releasePool(id);
+}
+
+int DeviceCachingAllocator::poolUseCount(c10::MempoolId_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto it = privatePools_.pools.find(id);
+  return it == privatePools_.pools.end() ? 0 : it->second->useCount;
 }
 
 // [marker: release-pool]
@@ -78,13 +115,19 @@ BlockPool& DeviceCachingAllocator::poolFor(size_t size, c10::Stream stream) {
     OPENREG_CHECK(orStreamGetCaptureInfo(OpenRegStream(stream).stream(), &status, &id));
     if (status != orStreamCaptureStatusNone) {
       for (const PoolCapture& c : privatePools_.captures) {
-        if (c.captureId != id) continue;
+        if (c.captureId != id || c.captureId == 0) continue;
         PrivatePool& pool = *privatePools_.pools.at(c.pool);
         return small ? pool.small : pool.large;
       }
     }
     const std::thread::id self = std::this_thread::get_id();
+    for (auto c = privatePools_.captures.rbegin(); c != privatePools_.captures.rend(); ++c) {
+      if (c->captureId != 0 || c->thread != self) continue;  // use_mem_pool: the innermost
+      PrivatePool& pool = *privatePools_.pools.at(c->pool);
+      return small ? pool.small : pool.large;
+    }
     for (const PoolCapture& c : privatePools_.captures) {
+      if (c.captureId == 0) continue;
       const bool strict = c.mode == orStreamCaptureModeGlobal ||
                           (c.mode == orStreamCaptureModeThreadLocal && c.thread == self);
       TORCH_CHECK(!strict, "openreg: device ", static_cast<int>(device_), ": an allocation of ",

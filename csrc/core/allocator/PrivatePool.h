@@ -44,10 +44,11 @@ struct PrivatePool {
   int segments = 0;  // segments the pool holds
 };
 
-// A capture in progress that allocates into a pool.
+// A capture in progress that allocates into a pool, or (captureId 0) a thread that does
+// (use_mem_pool).
 struct PoolCapture {
   c10::MempoolId_t pool;
-  unsigned long long captureId;  // the runtime's id of the capture
+  unsigned long long captureId;  // the runtime's id of the capture; 0 for a thread's route
   orStreamCaptureMode mode;
   std::thread::id thread;  // the capturing thread
 };

@@ -1,0 +1,241 @@
+"""The caching allocator as users tune it: PYTORCH_ALLOC_CONF / PYTORCH_OPENREG_ALLOC_CONF (Note
+[Allocator configuration]), set_per_process_memory_fraction, garbage collection, MemPool, and
+snapshots that account for every reserved byte. Each key's effect is measured in the allocator's
+own statistics. Settings are process-wide, so each configuration runs in a fresh interpreter."""
+
+import json
+import textwrap
+import threading
+
+import pytest
+import torch
+
+from conftest import run_python
+
+MiB = 1 << 20
+
+
+def run_json(code: str, env: dict | None = None) -> dict:
+    """Runs `code` (which prints one JSON line last) with torch_openreg imported."""
+    result = run_python("import json, torch, torch_openreg\nm = torch.openreg.memory\n" + textwrap.dedent(code), env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def first_allocation_error(env: dict) -> str:
+    result = run_python(
+        """
+        import torch, torch_openreg
+        try:
+            torch.empty(1, device="openreg")
+            print("no error")
+        except ValueError as e:
+            print("ValueError:", e)
+        """,
+        env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "bogus:1"}, "PYTORCH_OPENREG_ALLOC_CONF: unknown key 'bogus'"),
+        ({"PYTORCH_ALLOC_CONF": "max_split_size_mb:abc"},
+         "PYTORCH_ALLOC_CONF: 'max_split_size_mb:abc' is not a valid value; max_split_size_mb takes a whole number"),
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "expandable_segments:yes"}, "expandable_segments takes True or False"),
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "backend:cudaMallocAsync"}, "(it configures CUDA's allocator only)"),
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "roundup_power2_divisions:[3:4]"},
+         "PYTORCH_OPENREG_ALLOC_CONF: 'roundup_power2_divisions:[3:4]' is not a valid value"),
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "max_non_split_rounding_mb:1"},
+         "PYTORCH_OPENREG_ALLOC_CONF: CachingAllocator option max_non_split_rounding_mb too small"),
+    ],
+    ids=["unknown_key", "not_a_number", "not_a_bool", "cuda_only_key_in_own", "not_power_of_2", "c10_range"],
+)
+def test_a_bad_setting_is_a_clear_error_at_the_first_allocation(env, words):
+    error = first_allocation_error(env)
+    assert error.startswith("ValueError: ") and words in error
+
+
+def test_the_devices_own_variable_wins_and_cudas_keys_in_the_shared_one_are_left_to_cuda():
+    got = run_json(
+        """
+        torch.empty(1, device="openreg")
+        print(json.dumps({"ours": m._get_allocator_settings(), "c10": torch._C._accelerator_getAllocatorSettings()}))
+        """,
+        {"PYTORCH_ALLOC_CONF": "backend:native,max_split_size_mb:100,garbage_collection_threshold:0.5",
+         "PYTORCH_OPENREG_ALLOC_CONF": "max_split_size_mb:200"},
+    )
+    assert got["ours"] == "garbage_collection_threshold:0.5,max_split_size_mb:200"
+    assert got["c10"] == got["ours"]  # what the host allocator and torch.accelerator read
+
+
+def test_set_allocator_settings_changes_only_the_keys_it_names():
+    got = run_json(
+        """
+        m._set_allocator_settings("max_split_size_mb:64")
+        m._set_allocator_settings("roundup_power2_divisions:4")
+        print(json.dumps(m._get_allocator_settings()))
+        """
+    )
+    assert got == "max_split_size_mb:64,roundup_power2_divisions:4"
+
+
+# Each program frees a 100 MiB tensor, then asks for 30 MiB: split from the cached block, or not.
+MAX_SPLIT = """
+x = torch.empty(100 * 2**20, dtype=torch.uint8, device="openreg"); del x
+before = m.memory_stats()["num_device_alloc"]
+y = torch.empty(30 * 2**20, dtype=torch.uint8, device="openreg")
+s = m.memory_stats()
+print(json.dumps({"new_segments": s["num_device_alloc"] - before, "oversize_segments": s["oversize_segments.current"],
+                  "reserved": m.memory_reserved(), "snapshot": sum(x["total_size"] for x in m.memory_snapshot())}))
+"""
+
+
+def test_max_split_size_keeps_large_blocks_whole():
+    split = run_json(MAX_SPLIT)
+    whole = run_json(MAX_SPLIT, {"PYTORCH_OPENREG_ALLOC_CONF": "max_split_size_mb:64"})
+    assert split["new_segments"] == 0 and split["oversize_segments"] == 0
+    assert whole["new_segments"] == 1 and whole["oversize_segments"] == 1
+    assert whole["reserved"] == split["reserved"] + 30 * MiB
+    assert whole["snapshot"] == whole["reserved"] and split["snapshot"] == split["reserved"]
+
+
+def test_roundup_power2_divisions_rounds_requests_to_a_few_sizes():
+    code = """
+    t = torch.empty(1_100_000, dtype=torch.uint8, device="openreg")
+    s = m.memory_stats()
+    print(json.dumps([s["requested_bytes.all.current"], s["allocated_bytes.all.current"]]))
+    """
+    assert run_json(code) == [1_100_000, 1_100_288]  # 512-byte granules
+    assert run_json(code, {"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:4"}) == [1_100_000, 1_310_720]  # 1.25 MiB
+    assert run_json(code, {"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:[1:4,>:2]"}) == [1_100_000, 1_310_720]
+    assert run_json(code, {"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:[1:2,>:4]"}) == [1_100_000, 1_572_864]
+
+
+# Three 100 MiB tensors freed, then 150 MiB asked for, under an allowance of 400 MiB.
+GC = """
+total = m.mem_get_info()[1]
+m.set_per_process_memory_fraction(400 * 2**20 / total)
+xs = [torch.empty(100 * 2**20, dtype=torch.uint8, device="openreg") for _ in range(3)]
+del xs
+y = torch.empty(150 * 2**20, dtype=torch.uint8, device="openreg")
+s = m.memory_stats()
+print(json.dumps({"reserved": m.memory_reserved() // 2**20, "device_frees": s["num_device_free"],
+                  "retries": s["num_alloc_retries"]}))
+"""
+
+
+def test_garbage_collection_sheds_the_oldest_free_segments_before_the_allowance_is_reached():
+    # Without it: the allowance is hit, the whole cache is returned and the allocation retried.
+    assert run_json(GC) == {"reserved": 150, "device_frees": 3, "retries": 1}
+    # With it: 300 MiB cached > 0.5 x 400 MiB, so one free segment goes (the oldest), no retry.
+    assert run_json(GC, {"PYTORCH_OPENREG_ALLOC_CONF": "garbage_collection_threshold:0.5"}) == {
+        "reserved": 350, "device_frees": 1, "retries": 0}
+
+
+def test_the_memory_fraction_caps_the_cache_and_the_error_says_so():
+    got = run_json(
+        """
+        m.set_per_process_memory_fraction(0.01)
+        try:
+            torch.empty(m.mem_get_info()[1] // 50, dtype=torch.uint8, device="openreg")
+            error = None
+        except torch.OutOfMemoryError as e:
+            error = str(e)
+        small = torch.ones(1000, device="openreg").sum().item()
+        try:
+            m.set_per_process_memory_fraction(1.5)
+        except ValueError as e:
+            bad = str(e)
+        print(json.dumps({"fraction": m.get_per_process_memory_fraction(), "error": error, "small": small, "bad": bad}))
+        """
+    )
+    assert got["fraction"] == 0.01 and got["small"] == 1000.0
+    assert "this process is allowed" in got["error"] and "set_per_process_memory_fraction" in got["error"]
+    assert "(openreg: aten::empty" in got["error"]
+    assert got["bad"].startswith("openreg: invalid memory fraction 1.5")
+
+
+def test_the_out_of_memory_message_names_fragmentation_and_the_setting_to_try():
+    # 9 MiB tensors two to a 20 MiB segment until the device is full; every second one freed
+    # leaves 11 MiB free in each segment, none of which can go back to the device.
+    got = run_json(
+        """
+        tensors = []
+        while True:
+            try:
+                tensors.append(torch.empty(9 * 2**20, dtype=torch.uint8, device="openreg"))
+            except torch.OutOfMemoryError:
+                break
+        del tensors[1::2]
+        try:
+            torch.empty(16 * 2**20, dtype=torch.uint8, device="openreg")
+            print(json.dumps(None))
+        except torch.OutOfMemoryError as e:
+            print(json.dumps(str(e)))
+        """,
+        {"OPENREG_DEVICE_MEMORY": "512M"},
+    )
+    assert got is not None
+    assert "Tried to allocate 16.00 MiB" in got and "its largest free block is 11.00 MiB" in got
+    assert "PYTORCH_OPENREG_ALLOC_CONF=expandable_segments:True" in got
+
+
+def test_a_mem_pool_serves_the_threads_that_use_it_and_its_memory_goes_back():
+    memory = torch.openreg.memory
+    pool = memory.MemPool()
+    assert pool.use_count() == 1 and pool.allocator is None
+    elsewhere = []
+    with memory.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        a = torch.ones(1000, device="openreg")
+        worker = threading.Thread(target=lambda: elsewhere.append(torch.ones(1000, device="openreg")))
+        worker.start()
+        worker.join()
+    assert pool.use_count() == 1
+    pooled = {s["address"] for s in pool.snapshot()}
+    assert len(pooled) == 1 and all(s["segment_pool_id"] == pool.id for s in pool.snapshot())
+    shared = {s["address"] for s in torch.openreg.memory_snapshot() if tuple(s["segment_pool_id"]) == (0, 0)}
+    address = a.data_ptr()
+    assert any(p <= address < p + 2 * MiB for p in pooled)
+    assert not any(p <= elsewhere[0].data_ptr() < p + 2 * MiB for p in pooled) and shared
+    del a
+    with memory.use_mem_pool(pool):
+        b = torch.zeros(1000, device="openreg")
+    assert b.data_ptr() == address  # the pool's freed block, reused by the pool
+    assert torch.equal(b.cpu(), torch.zeros(1000))
+    reserved = torch.openreg.memory_reserved()
+    del b, pool
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() <= reserved - 2 * MiB
+    assert sum(s["total_size"] for s in torch.openreg.memory_snapshot()) == torch.openreg.memory_reserved()
+
+
+def test_a_graph_captured_into_a_mem_pool_shares_it():
+    memory = torch.openreg.memory
+    pool = memory.MemPool()
+    x = torch.ones(1000, device="openreg")
+    graph = torch.openreg.Graph()
+    with torch.openreg.graph(graph, pool=pool.id):
+        y = x * 2
+    assert pool.use_count() == 2  # the MemPool and the graph
+    assert any(s["address"] <= y.data_ptr() < s["address"] + s["total_size"] for s in pool.snapshot())
+    graph.replay()
+    assert torch.equal(y.cpu(), torch.full((1000,), 2.0))
+    del graph
+    assert pool.use_count() == 1
+
+
+def test_a_snapshot_accounts_for_a_graph_pool_whose_first_block_is_free():
+    x = torch.ones(1000, device="openreg")
+    graph = torch.openreg.Graph()
+    with torch.openreg.graph(graph):
+        t = x * 2
+        u = t + 1  # noqa: F841
+        del t
+    segments = torch.openreg.memory_snapshot()
+    assert sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved()
+    assert any(s["blocks"][0]["state"] == "inactive" and s["segment_pool_id"] != (0, 0) for s in segments)
+    del graph
