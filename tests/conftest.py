@@ -52,3 +52,11 @@ def restore_current_device():
     if torch.openreg.is_initialized():
         for index in range(torch.openreg.device_count()):
             torch.openreg.synchronize(index)
+
+
+def assert_snapshot_is_reserved(device: int = 0) -> list:
+    """memory_snapshot()'s segments of `device`, checked to add up to memory_reserved(): every
+    test that takes a snapshot checks that it accounts for every reserved byte."""
+    segments = [s for s in torch.openreg.memory_snapshot() if s["device"] == device]
+    assert sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved(device)
+    return segments

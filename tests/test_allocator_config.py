@@ -10,7 +10,7 @@ import threading
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import assert_snapshot_is_reserved, run_python
 
 MiB = 1 << 20
 
@@ -210,7 +210,7 @@ def test_a_mem_pool_serves_the_threads_that_use_it_and_its_memory_goes_back():
     del b, pool
     torch.openreg.empty_cache()
     assert torch.openreg.memory_reserved() <= reserved - 2 * MiB
-    assert sum(s["total_size"] for s in torch.openreg.memory_snapshot()) == torch.openreg.memory_reserved()
+    assert_snapshot_is_reserved()
 
 
 def test_a_graph_captured_into_a_mem_pool_shares_it():
@@ -224,6 +224,7 @@ def test_a_graph_captured_into_a_mem_pool_shares_it():
     assert any(s["address"] <= y.data_ptr() < s["address"] + s["total_size"] for s in pool.snapshot())
     graph.replay()
     assert torch.equal(y.cpu(), torch.full((1000,), 2.0))
+    assert_snapshot_is_reserved()
     del graph
     assert pool.use_count() == 1
 
@@ -235,7 +236,6 @@ def test_a_snapshot_accounts_for_a_graph_pool_whose_first_block_is_free():
         t = x * 2
         u = t + 1  # noqa: F841
         del t
-    segments = torch.openreg.memory_snapshot()
-    assert sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved()
+    segments = assert_snapshot_is_reserved()
     assert any(s["blocks"][0]["state"] == "inactive" and s["segment_pool_id"] != (0, 0) for s in segments)
     del graph
