@@ -20,7 +20,6 @@ CPU_INDEX = ("a CPU index tensor of an openreg operator outside indexing is refu
 AT_SYNC = ("an error only the kernel can find from the data (an index out of bounds, a mask's count, "
            "a std tensor's values) is raised at the next synchronization, as CUDA's device-side "
            "asserts are (docs/errors.md); the test expects it at the call")
-CAPACITY = "the test allocates more than the device's capacity (OPENREG_DEVICE_MEMORY, docs/memory.md)"
 STORAGE_CLASS = ("storage_type() names torch.openreg.<Name>Storage, as CUDA's names torch.cuda's; the "
                  "test expects the CPU's classes on every device but CUDA")
 CPU_ONLY_API = "Tensor.map_ and map2_ call Python per element and take CPU tensors only, on CUDA too"
@@ -31,7 +30,6 @@ EXPECTED: dict[str, dict[str, str]] = {
     "TestSortAndSelect": {"test_stable_sort_against_numpy": CPU_INDEX},
     "TestIndexing": {
         "test_empty_ndim_index": AT_SYNC,
-        "test_index_put_accumulate_large_tensor": CAPACITY,
     },
     "NumpyTests": {
         "test_trivial_fancy_out_of_bounds": AT_SYNC,

@@ -105,15 +105,23 @@ def _configure_openreg() -> None:
     PrivateUse1TestBase.bypass_device_restrictions = True
     common_device_type.onlyCPU = _only_cpu
     # @largeTensorTest asks how much memory the device has free, and knows no PrivateUse1 device
-    # ("Unknown device type"): openreg answers as CUDA does, from mem_get_info.
+    # ("Unknown device type"): openreg answers as CUDA does, after collecting garbage and emptying
+    # the cache (an earlier large test's cached memory is not in use), from mem_get_info times the
+    # process's memory fraction.
     has_sufficient_memory = common_device_type._has_sufficient_memory
 
     def openreg_has_sufficient_memory(device, size):
+        import gc
+
         import torch
 
-        if torch.device(device).type == torch._C._get_privateuse1_backend_name():
-            return torch.openreg.mem_get_info(torch.device(device))[0] >= size
-        return has_sufficient_memory(device, size)
+        device = torch.device(device)
+        if device.type != torch._C._get_privateuse1_backend_name():
+            return has_sufficient_memory(device, size)
+        gc.collect()
+        torch.openreg.empty_cache()
+        free = torch.openreg.mem_get_info(device)[0]
+        return free * torch.openreg.get_per_process_memory_fraction(device) >= size
 
     common_device_type._has_sufficient_memory = openreg_has_sufficient_memory
     PrivateUse1TestBase.test_exclusions = {
