@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "DeviceMemory.h"
+
 namespace openreg {
 namespace {
 
@@ -109,15 +111,17 @@ bool readBytes(const char* name, std::size_t& out, std::string* error) {
 }
 
 // [marker: address-space-budget]
-// Each device maps its capacity twice (Note [Device address space]). The user address space is
-// 128 TiB with 4-level page tables; the devices may take half of it, leaving the rest to the
-// process (and to a sanitizer's shadow memory). Checked with the configuration, so a
+// Each device maps its address space, 8 x its capacity, twice (Note [Device address space], Note
+// [Reserved address ranges]). The user address space is 128 TiB with 4-level page tables; the
+// devices may take half of it, leaving the rest to the process (and to a sanitizer's shadow
+// memory): so count x capacity is at most 4 TiB. Checked with the configuration, so a
 // configuration that cannot be set up fails at the first device query, before any device exists.
 constexpr std::uint64_t kAddressSpaceBudget = std::uint64_t{64} << 40;
 
 std::string checkAddressSpace(const Config& config) {
-  const std::uint64_t needed = std::uint64_t{2} * static_cast<std::uint64_t>(config.deviceCount) *
-                               static_cast<std::uint64_t>(config.deviceMemory);
+  const std::uint64_t needed =
+      std::uint64_t{2} * static_cast<std::uint64_t>(config.deviceCount) *
+      static_cast<std::uint64_t>(DeviceMemory::addressSpaceFor(config.deviceMemory));
   if (needed <= kAddressSpaceBudget) return {};
   const char* count = std::getenv("OPENREG_DEVICE_COUNT");
   const char* memory = std::getenv("OPENREG_DEVICE_MEMORY");
@@ -127,8 +131,10 @@ std::string checkAddressSpace(const Config& config) {
          " devices of OPENREG_DEVICE_MEMORY=" +
          (memory != nullptr && *memory != '\0' ? std::string(memory)
                                                : std::to_string(config.deviceMemory)) +
-         " need " + std::to_string(needed >> 40) +
-         " TiB of address space (each device maps its memory twice), more than the " +
+         " need " + std::to_string(needed >> 40) + " TiB of address space (each device maps " +
+         std::to_string(DeviceMemory::kAddressSpacePerCapacity) +
+         " x its capacity of addresses twice: one capacity for orMalloc, the rest for "
+         "reservations), more than the " +
          std::to_string(kAddressSpaceBudget >> 40) +
          " TiB the runtime may take: lower OPENREG_DEVICE_COUNT or OPENREG_DEVICE_MEMORY.";
 }

@@ -40,6 +40,16 @@ class Line {
     if (base == 16) add("0x");
     while (n > 0 && size_ < sizeof(buf_)) buf_[size_++] = digits[--n];
   }
+  // "<what>0x<base> of <size> bytes (offset <address - base>)"
+  void addPlace(const char* what, std::uintptr_t base, std::size_t size, const void* address) {
+    add(what);
+    addUnsigned(base, 16);
+    add(" of ");
+    addUnsigned(size, 10);
+    add(" bytes (offset ");
+    addUnsigned(reinterpret_cast<std::uintptr_t>(address) - base, 10);
+    add(")");
+  }
   void flush() {
     ssize_t ignored = write(STDERR_FILENO, buf_, size_);
     (void)ignored;
@@ -57,19 +67,19 @@ void reportDeviceFault(const Device& d, const void* address) {
   line.add(" is on device ");
   line.addUnsigned(static_cast<std::uint64_t>(d.index), 10);
   DeviceMemory::Allocation a;
-  switch (d.memory.tryFindForSignal(address, &a)) {
+  DeviceMemory::ReservationInfo r;
+  switch (d.memory.tryFindForSignal(address, &a, &r)) {
     case 1:
-      line.add(", inside the allocation at ");
-      line.addUnsigned(a.base, 16);
-      line.add(" of ");
-      line.addUnsigned(a.size, 10);
-      line.add(" bytes (offset ");
-      line.addUnsigned(reinterpret_cast<std::uintptr_t>(address) - a.base, 10);
-      line.add(")");
+      line.addPlace(", inside the allocation at ", a.base, a.size, address);
       if (a.importedFrom != 0) {
         line.add(", memory shared by process ");
         line.addUnsigned(static_cast<std::uint64_t>(a.importedFrom), 10);
       }
+      break;
+    case 2:
+      line.addPlace(r.mapped ? ", mapped memory inside the reservation at "
+                             : ", in an unmapped part of the reservation at ",
+                    r.base, r.size, address);
       break;
     case 0:
       line.add(", in no live allocation (freed, or never allocated)");

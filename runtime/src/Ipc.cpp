@@ -296,6 +296,11 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   OR_REQUIRE_NOT_NULL(handle);
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
+  if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
+    return fail(orErrorInvalidValue,
+                "openreg: orIpcGetMemHandle: devPtr is in a reservation (orMemAddressReserve, "
+                "orMemMap): memory mapped into a reservation cannot be shared between processes");
+  }
   if (d == nullptr || !d->memory.find(devPtr, &a)) {
     return fail(orErrorInvalidDevicePointer,
                 "openreg: orIpcGetMemHandle: devPtr is in no live device allocation");

@@ -34,10 +34,10 @@ Side classify(const void* p, std::size_t count) {
 orError_t checkDeviceRange(const char* call, const char* parameter, const Side& side, const void* p,
                            std::size_t count) {
   if (side.device->memory.containsRange(p, count)) return orSuccess;
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": the " +
-                                       std::to_string(count) + "-byte range at " + parameter +
-                                       " is not inside one live allocation on device " +
-                                       std::to_string(side.device->index));
+  return fail(orErrorInvalidValue,
+              std::string("openreg: ") + call + ": the " + std::to_string(count) +
+                  "-byte range at " + parameter + " is not inside one live allocation on device " +
+                  std::to_string(side.device->index) + " (nor mapped in whole in one reservation)");
 }
 
 const char* kindName(orMemcpyKind kind) {
@@ -222,6 +222,12 @@ orError_t orFree(void* devPtr) {
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   // Checked before synchronizing: a rejected free must not consume a pending task error.
+  if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
+    return fail(orErrorInvalidDevicePointer,
+                "openreg: orFree: devPtr is in a reservation (orMemAddressReserve), not an "
+                "allocation: release its memory with orMemUnmap and the range with "
+                "orMemAddressFree");
+  }
   if (d == nullptr || !d->memory.find(devPtr, &a) ||
       a.base != reinterpret_cast<std::uintptr_t>(devPtr)) {
     return fail(orErrorInvalidDevicePointer,
@@ -261,9 +267,12 @@ orError_t orMemReuse(void* devPtr, size_t size) {
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   const auto begin = reinterpret_cast<std::uintptr_t>(devPtr);
-  if (d == nullptr || !d->memory.find(devPtr, &a) || begin + size > a.base + a.reserved) {
+  const bool inAllocation = d != nullptr && d->memory.find(devPtr, &a) && size <= a.reserved &&
+                            begin - a.base <= a.reserved - size;
+  if (!inAllocation && (d == nullptr || !d->memory.containsMapped(devPtr, size))) {
     return fail(orErrorInvalidDevicePointer,
-                "openreg: orMemReuse: the range is not inside one live device allocation");
+                "openreg: orMemReuse: the range is not inside one live device allocation, nor "
+                "mapped in whole in one reservation");
   }
   poisonMap().clear(begin, size);
   return orSuccess;
@@ -308,15 +317,24 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
   attributes->device = -1;
   if (Device* d = deviceOfPointer(ptr)) {
     DeviceMemory::Allocation a;
-    if (!d->memory.find(ptr, &a)) {
+    DeviceMemory::ReservationInfo r;
+    if (d->memory.find(ptr, &a)) {
+      attributes->base = reinterpret_cast<void*>(a.base);
+      attributes->size = a.size;
+    } else if (d->memory.findReservation(ptr, &r) && r.mapped) {
+      // The reservation, not the mapping: its range is what stays put as mappings come and go.
+      attributes->base = reinterpret_cast<void*>(r.base);
+      attributes->size = r.size;
+    } else {
       return fail(orErrorInvalidDevicePointer,
-                  "openreg: orPointerGetAttributes: ptr is device memory in no live allocation");
+                  r.size != 0 ? "openreg: orPointerGetAttributes: ptr is in an unmapped part of a "
+                                "reservation (orMemMap backs it with memory)"
+                              : "openreg: orPointerGetAttributes: ptr is device memory in no live "
+                                "allocation");
     }
     attributes->type = orMemoryTypeDevice;
     attributes->device = d->index;
     attributes->devicePointer = const_cast<void*>(ptr);
-    attributes->base = reinterpret_cast<void*>(a.base);
-    attributes->size = a.size;
     return orSuccess;
   }
   void* base = nullptr;

@@ -31,6 +31,7 @@ TEST(ErrorMessage, EveryEarlyReturnNamesTheCallAndTheParameter) {
   OR_OK(orStreamDestroy(stale));
   int host = 0;
   size_t size = 0;
+  void* reserved = nullptr;
   const std::vector<BadCall> calls = {
       {"orGetDeviceCount", "count", orErrorInvalidValue, [] { return orGetDeviceCount(nullptr); }},
       {"orGetDevice", "device", orErrorInvalidValue, [] { return orGetDevice(nullptr); }},
@@ -60,6 +61,16 @@ TEST(ErrorMessage, EveryEarlyReturnNamesTheCallAndTheParameter) {
        [&] { return orPointerGetAttributes(nullptr, dev); }},
       {"orGetKernelPointer", "kernelPtr", orErrorInvalidValue,
        [&] { return orGetKernelPointer(nullptr, dev); }},
+      {"orMemGetAllocationGranularity", "granularity", orErrorInvalidValue,
+       [] { return orMemGetAllocationGranularity(nullptr); }},
+      {"orMemAddressReserve", "ptr", orErrorInvalidValue,
+       [] { return orMemAddressReserve(nullptr, 2 << 20); }},
+      {"orMemAddressReserve", "size", orErrorInvalidValue,
+       [&] { return orMemAddressReserve(&reserved, 4096); }},
+      {"orMemMap", "ptr", orErrorInvalidValue, [&] { return orMemMap(&host, 2 << 20); }},
+      {"orMemUnmap", "size", orErrorInvalidValue, [&] { return orMemUnmap(dev, 0); }},
+      {"orMemAddressFree", "ptr", orErrorInvalidValue,
+       [&] { return orMemAddressFree(nullptr, 2 << 20); }},
       // Calls that forwarded to another entry point and reported under its name.
       {"orMemset", "range", orErrorInvalidValue, [&] { return orMemset(dev, 0, 65); }},
       {"orLaunchHostFunc", "stream", orErrorInvalidResourceHandle,

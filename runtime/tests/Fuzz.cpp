@@ -142,6 +142,11 @@ constexpr Documented kDocumented[] = {
     {"orGraphLaunch", kHandle | kCaptureUnsupported | kLaunch},
     {"orGraphDestroy", kHandle},
     {"orGraphExecDestroy", kHandle},
+    {"orMemGetAllocationGranularity", kValue},
+    {"orMemAddressReserve", kValue | kMemory},
+    {"orMemAddressFree", kValue},
+    {"orMemMap", kValue | kMemory},
+    {"orMemUnmap", kValue},
 };
 
 unsigned documentedCodes(const char* name) {
@@ -457,6 +462,7 @@ class Fuzzer {
       call("orIpcDiscardMemHandle", 0, [&] { return orIpcDiscardMemHandle(h); });
     }
     handles_.clear();
+    releaseReservation();
     for (Pinned& p : pinned_) {
       call("orFreeHost", kLaunch, [&] { return orFreeHost(p.ptr); });
     }
@@ -538,6 +544,8 @@ class Fuzzer {
         return opIpc();
       case 26:
         return opGraph();
+      case 27:
+        return opVirtualMemory();
       default:
         return chance(50) ? opLaunch() : opHostToDevice();
     }
@@ -1356,6 +1364,96 @@ class Fuzzer {
     handles_.push_back(handle);
   }
 
+  // A reservation of this thread's own (orMemAddressReserve), whose granules are mapped and
+  // unmapped at random; copies across mapped runs read back what they wrote, and what is not
+  // mapped, or not a reservation's, is refused.
+  void opVirtualMemory() {
+    constexpr std::size_t kGranules = 4;
+    std::size_t g = 0;
+    call("orMemGetAllocationGranularity", 0, [&] { return orMemGetAllocationGranularity(&g); });
+    call("orMemGetAllocationGranularity", kValue,
+         [] { return orMemGetAllocationGranularity(nullptr); });
+    void* p = nullptr;
+    call("orMemAddressReserve", kValue, [&] { return orMemAddressReserve(&p, g + below(g)); });
+    call("orMemAddressReserve", kValue, [&] { return orMemAddressReserve(nullptr, g); });
+    call("orMemAddressReserve", kMemory,
+         [&] { return orMemAddressReserve(&p, (gShared.capacity / g + 1) * g * 64); });
+    call("orMemMap", kValue, [&] { return orMemMap(kWildHost, g); });
+    if (reserved_ == nullptr) {
+      if (call("orMemAddressReserve", kMemory,
+               [&] { return orMemAddressReserve(&reserved_, kGranules * g); }) != orSuccess) {
+        reserved_ = nullptr;
+      }
+      mappedGranules_.assign(kGranules, false);
+      return;
+    }
+    char* base = static_cast<char*>(reserved_);
+    const std::size_t i = below(kGranules);
+    const bool anyMapped =
+        std::find(mappedGranules_.begin(), mappedGranules_.end(), true) != mappedGranules_.end();
+    // Refused: with a granule mapped, the reservation; without, an interior address.
+    call("orMemAddressFree", kValue,
+         [&] { return orMemAddressFree(base + (anyMapped ? 0 : g), kGranules * g); });
+    call("orFree", kPointer, [&] { return orFree(base); });
+    orIpcMemHandle_t handle;
+    call("orIpcGetMemHandle", kValue, [&] { return orIpcGetMemHandle(&handle, base + below(g)); });
+    orPointerAttributes at;
+    call("orPointerGetAttributes", mappedGranules_[i] ? 0 : kPointer,
+         [&] { return orPointerGetAttributes(&at, base + i * g + below(g)); });
+    if (mappedGranules_[i] && (at.base != base || at.size != kGranules * g)) {
+      die("orPointerGetAttributes: mapped memory not described by its reservation");
+    }
+    call("orMemMap", kValue, [&] { return orMemMap(base + i * g + 4096, g); });
+    if (!mappedGranules_[i]) {
+      call("orMemUnmap", kValue, [&] { return orMemUnmap(base + i * g, g); });
+      if (call("orMemMap", kMemory, [&] { return orMemMap(base + i * g, g); }) == orSuccess) {
+        mappedGranules_[i] = true;
+      }
+      return;
+    }
+    call("orMemMap", kValue, [&] { return orMemMap(base + i * g, g); });
+    // A copy from the granule into the next, when that is mapped too, reads back.
+    if (i + 1 < kGranules && mappedGranules_[i + 1]) {
+      const std::size_t count = 1 + below(readBack_.size());
+      char* where = base + (i + 1) * g - below(count + 1);
+      for (std::size_t k = 0; k < count; ++k) scratch_[k] = static_cast<std::uint8_t>(rng_());
+      const orError_t e = call("orMemcpy", kLaunch, [&] {
+        return orMemcpy(where, scratch_.data(), count, orMemcpyHostToDevice);
+      });
+      if (e == orSuccess && call("orMemcpy", kLaunch, [&] {
+                              return orMemcpy(readBack_.data(), where, count, orMemcpyDeviceToHost);
+                            }) == orSuccess) {
+        if (std::memcmp(readBack_.data(), scratch_.data(), count) != 0) {
+          die("a copy across two mappings did not read back (thread seed " + std::to_string(seed_) +
+              ")");
+        }
+      }
+    } else {
+      char* where = base + i * g + g - 16;
+      call("orMemset", kValue, [&] { return orMemset(where, 0, 32); });  // into the unmapped next
+    }
+    if (chance(50)) {
+      call("orMemUnmap", 0, [&] { return orMemUnmap(base + i * g, g); });
+      mappedGranules_[i] = false;
+    } else if (chance(20)) {
+      releaseReservation();
+    }
+  }
+
+  void releaseReservation() {
+    if (reserved_ == nullptr) return;
+    std::size_t g = 0;
+    call("orMemGetAllocationGranularity", 0, [&] { return orMemGetAllocationGranularity(&g); });
+    for (std::size_t i = 0; i < mappedGranules_.size(); ++i) {
+      if (!mappedGranules_[i]) continue;
+      call("orMemUnmap", 0, [&] { return orMemUnmap(static_cast<char*>(reserved_) + i * g, g); });
+    }
+    call("orMemAddressFree", 0,
+         [&] { return orMemAddressFree(reserved_, mappedGranules_.size() * g); });
+    reserved_ = nullptr;
+    mappedGranules_.clear();
+  }
+
   void opPointerQueries() {
     orPointerAttributes at;
     int local = 0;
@@ -1451,6 +1549,8 @@ class Fuzzer {
   std::vector<orEvent_t> orderEvents_;
   std::vector<Alloc> allocs_;
   std::vector<orIpcMemHandle_t> handles_;  // made by opIpc, not yet given back
+  void* reserved_ = nullptr;               // opVirtualMemory's reservation, or nullptr
+  std::vector<bool> mappedGranules_;       // which of its granules are mapped
   std::vector<Pinned> pinned_;
   std::vector<FuzzStream> streams_;
   std::vector<orStream_t> staleStreams_;

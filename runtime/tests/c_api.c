@@ -112,6 +112,27 @@ static int checkTasks(void* dev, size_t bytes) {
   return 0;
 }
 
+/* Expandable memory from C: a reservation, two adjacent mappings, a copy across them. */
+static int checkVirtualMemory(void) {
+  size_t granularity = 0;
+  void* reserved = NULL;
+  char in[64], out[64];
+  CHECK(orMemGetAllocationGranularity(&granularity));
+  CHECK(orMemAddressReserve(&reserved, 2 * granularity));
+  CHECK(orMemMap(reserved, granularity));
+  CHECK(orMemMap((char*)reserved + granularity, granularity));
+  for (int i = 0; i < 64; ++i) in[i] = (char)(i + 1);
+  CHECK(orMemcpy((char*)reserved + granularity - 32, in, sizeof in, orMemcpyHostToDevice));
+  CHECK(orMemcpy(out, (char*)reserved + granularity - 32, sizeof out, orMemcpyDeviceToHost));
+  CHECK(orMemUnmap(reserved, 2 * granularity));
+  CHECK(orMemAddressFree(reserved, 2 * granularity));
+  if (memcmp(in, out, sizeof in) != 0) {
+    fprintf(stderr, "the copy across two mappings did not read back\n");
+    return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   int count = 0, counter = 0;
   char in[256], out[256];
@@ -129,6 +150,7 @@ int main(void) {
   CHECK(orEventSynchronize(event));
   CHECK(orMemcpy(out, dev, sizeof out, orMemcpyDeviceToHost));
   if (checkTasks(dev, sizeof in) != 0) return 1;
+  if (checkVirtualMemory() != 0) return 1;
   CHECK(orEventDestroy(event));
   CHECK(orStreamDestroy(stream));
   CHECK(orFree(dev));
@@ -136,6 +158,6 @@ int main(void) {
     fprintf(stderr, "wrong results: count=%d counter=%d\n", count, counter);
     return 1;
   }
-  printf("C API: %d devices, copy round trip, host function and tasks ok\n", count);
+  printf("C API: %d devices, copy round trip, host function, tasks and mappings ok\n", count);
   return 0;
 }

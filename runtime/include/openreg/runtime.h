@@ -131,8 +131,8 @@ OPENREG_RUNTIME_API orError_t orGetDeviceProperties(orDeviceProp* prop, int devi
  * call, on any thread: see docs/errors.md, "When the error state ends"). */
 OPENREG_RUNTIME_API orError_t orDeviceSynchronize(void);
 
-/* [out] free, total: bytes not held by live allocations, and the capacity, of the current device.
- * `free` may be split into several ranges. */
+/* [out] free, total: bytes neither held by live allocations nor mapped into reservations
+ * (orMemMap), and the capacity, of the current device. `free` may be split into several ranges. */
 OPENREG_RUNTIME_API orError_t orMemGetInfo(size_t* free, size_t* total);
 
 /* [out] leastPriority, greatestPriority: the stream priority range, CUDA's convention: a lower
@@ -354,7 +354,7 @@ typedef enum orMemcpyKind {
 typedef enum orMemoryType {
   orMemoryTypeUnregistered = 0, /* ordinary host memory the runtime does not know */
   orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
-  orMemoryTypeDevice = 2,       /* device memory from orMalloc */
+  orMemoryTypeDevice = 2,       /* device memory from orMalloc, or mapped with orMemMap */
 } orMemoryType;
 
 typedef struct orPointerAttributes {
@@ -362,28 +362,30 @@ typedef struct orPointerAttributes {
   int device;          /* owning device, -1 for host memory */
   void* devicePointer; /* the pointer itself for device memory, else NULL */
   void* hostPointer;   /* the pointer itself for host memory, else NULL */
-  void* base;          /* start of the allocation containing the pointer, NULL if unregistered */
-  size_t size;         /* size requested for that allocation, 0 if unregistered */
+  void* base;          /* start of the allocation containing the pointer (for mapped memory: of its
+                          reservation), NULL if unregistered */
+  size_t size;         /* size requested for that allocation (or reservation), 0 if unregistered */
 } orPointerAttributes;
 
 /* [out] devPtr: `size` bytes of device memory on the current device, aligned to
  * orDeviceProp.memoryAlignment. size 0 gives NULL and orSuccess. orErrorMemoryAllocation when the
- * device's capacity cannot hold it (the device stays fully usable; orGetLastErrorMessage says
- * what is held). Never touches host memory. */
+ * device's capacity, less what allocations hold and orMemMap mapped, cannot hold it (the device
+ * stays fully usable; orGetLastErrorMessage says what is held). Never touches host memory. */
 OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
 
 /* Frees an allocation from orMalloc, after synchronizing every device (as cudaFree does; work on
  * any device may use it). NULL is a no-op. orErrorInvalidDevicePointer for anything else that is
- * not the start of a live allocation, including a second free. Never returns a task failure: it
- * stays pending for the next synchronizing call. Poison in the allocation is cleared. */
+ * not the start of a live allocation, including a second free and an address in a reservation
+ * (orMemUnmap and orMemAddressFree release those). Never returns a task failure: it stays pending
+ * for the next synchronizing call. Poison in the allocation is cleared. */
 OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 
-/* A caching allocator above orMalloc gives [devPtr, devPtr + size), inside one live allocation,
- * to a new owner: its bytes are no one's data, so poison a failed task left there is cleared
- * (Note [Poisoned memory] in runtime/src/Poison.h). The failure itself is not: it stays pending
- * for the next synchronizing call, or ends if one reported it. One atomic load when nothing is
- * poisoned, and then no check of the range; otherwise orErrorInvalidDevicePointer if the range is
- * not inside one live allocation. */
+/* A caching allocator above orMalloc gives [devPtr, devPtr + size), inside one live allocation or
+ * mapped in whole inside one reservation (orMemMap), to a new owner: its bytes are no one's data,
+ * so poison a failed task left there is cleared (Note [Poisoned memory] in runtime/src/Poison.h).
+ * The failure itself is not: it stays pending for the next synchronizing call, or ends if one
+ * reported it. One atomic load when nothing is poisoned, and then no check of the range; otherwise
+ * orErrorInvalidDevicePointer if the range is neither. */
 OPENREG_RUNTIME_API orError_t orMemReuse(void* devPtr, size_t size);
 
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
@@ -396,12 +398,16 @@ OPENREG_RUNTIME_API orError_t orMallocHost(void** ptr, size_t size);
 OPENREG_RUNTIME_API orError_t orFreeHost(void* ptr);
 
 /* [out] attributes of `ptr`: which memory it is in and the allocation containing it. Unknown host
- * pointers succeed with type orMemoryTypeUnregistered. */
+ * pointers succeed with type orMemoryTypeUnregistered. For memory mapped with orMemMap: type
+ * device, base and size of the reservation (as orMemAddressReserve gave and took them), not of the
+ * mapping. orErrorInvalidDevicePointer for a device address in no live allocation, or in an
+ * unmapped part of a reservation. */
 OPENREG_RUNTIME_API orError_t orPointerGetAttributes(orPointerAttributes* attributes,
                                                      const void* ptr);
 
 /* Copies `count` bytes and returns when the copy is complete. Device ranges must lie inside one
- * live allocation each (orErrorInvalidValue otherwise); the pointers must match `kind`
+ * live allocation each, or be mapped in whole inside one reservation: a range may span mappings
+ * made by separate orMemMap calls (orErrorInvalidValue otherwise); the pointers must match `kind`
  * (orErrorInvalidMemcpyDirection otherwise). Device-side copies run in order on the default
  * stream of the device owning the (source, for device to device) device pointer. */
 OPENREG_RUNTIME_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
@@ -424,6 +430,55 @@ OPENREG_RUNTIME_API orError_t orMemset(void* devPtr, int value, size_t count);
  * for tasks only (the host must not keep or dereference it outside a task, as a real device's
  * memory is out of its reach). orErrorInvalidDevicePointer if devPtr is not in a device range. */
 OPENREG_RUNTIME_API orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr);
+
+/* ---------------------------------------------------------------------------------------------
+ * Virtual memory: reserving address ranges and mapping memory into them (cuMemAddressReserve and
+ * cuMemMap, simplified; docs/runtime.md, "Reserved address ranges")
+ *
+ * For a caching allocator's expandable segments: reserve a large range of a device's address
+ * space once, and back it with memory as the segment grows (orMemMap), releasing the memory as it
+ * shrinks (orMemUnmap), so blocks whose sizes change every step stay contiguous instead of
+ * fragmenting the device. Mapped memory is device memory for every other call: copies, memsets,
+ * tasks and orGetKernelPointer, poison and orMemReuse, orPointerGetAttributes, the fault report.
+ * Mappings made by separate calls that are adjacent in one reservation form one valid range, so a
+ * copy may span them. An unmapped part of a reservation is no one's memory: copies and memsets
+ * touching it fail as for an address in no allocation. A device's address space holds its
+ * orMalloc allocations and, apart from them, reservations totalling up to 7 x its capacity.
+ * Reserved and mapped memory cannot be freed with orFree nor shared with orIpcGetMemHandle.
+ * Errors besides those named: orErrorInvalidValue for a size that is 0 or not a multiple of the
+ * granularity, and for a ptr that is not a device address aligned to it. Any host thread, several
+ * at once.
+ * ------------------------------------------------------------------------------------------- */
+
+/* [out] granularity: the granularity of reservations and mappings, in bytes (a constant: 2 MiB).
+ * Sizes and addresses passed to the calls below are multiples of it. */
+OPENREG_RUNTIME_API orError_t orMemGetAllocationGranularity(size_t* granularity);
+
+/* [out] ptr: the start of `size` bytes (a multiple of the granularity, > 0) of the current
+ * device's address space, reserved: aligned to the granularity, no memory charged against the
+ * device's capacity, and no byte accessible until mapped. The range may be larger than the
+ * device's free memory, or its capacity; it is bounded by the device's address space:
+ * orErrorMemoryAllocation (the message says how much is left) when no free range holds it. */
+OPENREG_RUNTIME_API orError_t orMemAddressReserve(void** ptr, size_t size);
+
+/* Releases a whole reservation: ptr as orMemAddressReserve returned it, size as it was reserved.
+ * orErrorInvalidValue if ptr is not the start of a reservation, size is not its size, or any part
+ * of it is still mapped (nothing is released then). */
+OPENREG_RUNTIME_API orError_t orMemAddressFree(void* ptr, size_t size);
+
+/* Backs [ptr, ptr + size) with device memory: ptr and size multiples of the granularity, the
+ * range inside one reservation (of any device: the memory is that device's), no part of it
+ * already mapped (orErrorInvalidValue otherwise). Charges `size` against the device's capacity:
+ * orErrorMemoryAllocation, with a message as orMalloc gives, when the device has not that much
+ * free (orMemGetInfo). The bytes read as zeros (fresh pages). Waits for nothing. */
+OPENREG_RUNTIME_API orError_t orMemMap(void* ptr, size_t size);
+
+/* Releases the memory behind [ptr, ptr + size): ptr and size multiples of the granularity, the
+ * range inside one reservation and mapped in whole, by one or several orMemMap calls
+ * (orErrorInvalidValue otherwise). Its capacity returns to the device and its pages to the
+ * system; poison in it is cleared. Like cuMemUnmap it does not synchronize: the caller ensures
+ * that no queued work still uses the range. */
+OPENREG_RUNTIME_API orError_t orMemUnmap(void* ptr, size_t size);
 
 /* ---------------------------------------------------------------------------------------------
  * Sharing device memory between processes (docs/ipc.md)
@@ -462,8 +517,9 @@ typedef struct orIpcMemHandleInfo {
 /* [out] handle: a handle for the allocation containing devPtr (any address inside it), taking
  * one reference to it (above). orErrorInvalidDevicePointer if devPtr is in no live allocation or
  * in memory imported from another process (it cannot be passed on); orErrorMemoryAllocation if
- * 4096 handles of this process are outstanding; orErrorInvalidValue if handle is NULL or the
- * memory file cannot be shared. */
+ * 4096 handles of this process are outstanding; orErrorInvalidValue if handle is NULL, devPtr is
+ * in a reservation (memory mapped with orMemMap is not shareable), or the memory file cannot be
+ * shared. */
 OPENREG_RUNTIME_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
 
 /* [out] devPtr: the start of the allocation of `handle`, mapped into this process's range of the
