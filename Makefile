@@ -137,6 +137,12 @@ bench-profiler: build
 	@mkdir -p bench/results
 	$(PYTHON) bench/profiler_bench.py --json bench/results/profiler.json
 # What the debug modes and memory history cost when on (docs/debugging.md).
+# Fragmentation under variable sequence lengths, fixed against expandable segments (docs/memory.md).
+.PHONY: bench-memory
+bench-memory: build
+	@mkdir -p bench/results
+	$(PYTHON) bench/memory_bench.py --json bench/results/memory.json
+
 .PHONY: bench-debug
 bench-debug: build
 	@mkdir -p bench/results

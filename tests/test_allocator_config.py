@@ -239,3 +239,76 @@ def test_a_snapshot_accounts_for_a_graph_pool_whose_first_block_is_free():
     segments = assert_snapshot_is_reserved()
     assert any(s["blocks"][0]["state"] == "inactive" and s["segment_pool_id"] != (0, 0) for s in segments)
     del graph
+
+
+EXPANDABLE = {"PYTORCH_OPENREG_ALLOC_CONF": "expandable_segments:True"}
+
+
+def test_an_expandable_segment_grows_in_place_and_shrinks_on_empty_cache():
+    got = run_json(
+        """
+        a = torch.full((30 * 2**18,), 1.0, device="openreg")  # 30 MiB
+        b = torch.full((50 * 2**18,), 2.0, device="openreg")  # 50 MiB, right after a
+        segments = [s for s in m.memory_snapshot() if s["segment_type"] == "large"]
+        grown = {"segments": len(segments), "expandable": all(s["is_expandable"] for s in segments),
+                 "contiguous": b.data_ptr() == a.data_ptr() + 30 * 2**20,
+                 "reserved": m.memory_reserved() // 2**20,
+                 "snapshot": sum(s["total_size"] for s in m.memory_snapshot()) == m.memory_reserved(),
+                 "values": (a.sum() + b.sum()).item()}
+        del b
+        c = torch.full((10 * 2**18,), 3.0, device="openreg")  # from b's freed block: no growth
+        calls = m.memory_stats()["num_device_alloc"]
+        del a, c
+        torch.openreg.empty_cache()
+        print(json.dumps({**grown, "device_allocs": calls, "after_empty_cache": m.memory_reserved(),
+                          "device_frees": m.memory_stats()["num_device_free"]}))
+        """,
+        EXPANDABLE,
+    )
+    assert got == {"segments": 1, "expandable": True, "contiguous": True, "reserved": 80, "snapshot": True,
+                   "values": 30 * 2**18 + 2 * 50 * 2**18, "device_allocs": 2, "after_empty_cache": 0,
+                   "device_frees": 1}
+
+
+# Sizes that change every step, as sequence lengths do; each step frees the last one's tensors.
+VARIABLE = """
+import random
+random.seed(0)
+keep = []
+for step in range(60):
+    n = random.randint(10, 60)
+    keep = [torch.empty(n * 2**20, dtype=torch.uint8, device="openreg"), torch.empty((70 - n) * 2**20, dtype=torch.uint8, device="openreg")]
+s = m.memory_stats()
+print(json.dumps({"peak_reserved": s["reserved_bytes.all.peak"] // 2**20, "peak_allocated": s["allocated_bytes.all.peak"] // 2**20,
+                  "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved()}))
+"""
+
+
+def test_expandable_segments_stop_variable_sizes_from_fragmenting():
+    fixed = run_json(VARIABLE)
+    expandable = run_json(VARIABLE, EXPANDABLE)
+    assert fixed["snapshot"] and expandable["snapshot"]
+    assert fixed["peak_allocated"] == expandable["peak_allocated"] == 140  # two steps' tensors at once
+    assert expandable["peak_reserved"] <= 142 < fixed["peak_reserved"]
+
+
+def test_an_expandable_segment_out_of_memory_leaves_the_device_working():
+    got = run_json(
+        """
+        held = []
+        try:
+            while True:
+                held.append(torch.ones(16 * 2**18, device="openreg"))  # 16 MiB each
+        except torch.OutOfMemoryError as e:
+            error = str(e)
+        count = len(held)
+        total = sum(t.sum().item() for t in held)
+        del held
+        again = torch.ones(100 * 2**18, device="openreg").sum().item()
+        print(json.dumps({"count": count, "error": error[:60], "right": total == count * 16 * 2**18,
+                          "again": again, "ooms": m.memory_stats()["num_ooms"]}))
+        """,
+        {**EXPANDABLE, "OPENREG_DEVICE_MEMORY": "256M"},
+    )
+    assert got["count"] == 16 and got["right"] and got["again"] == 100 * 2**18 and got["ooms"] == 1
+    assert got["error"].startswith("openreg out of memory on device 0. Tried to allocate 16.00 MiB")

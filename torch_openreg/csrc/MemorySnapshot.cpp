@@ -38,6 +38,10 @@ const char* actionName(TraceAction action) {
       return "segment_alloc";
     case TraceAction::SegmentFree:
       return "segment_free";
+    case TraceAction::SegmentMap:
+      return "segment_map";
+    case TraceAction::SegmentUnmap:
+      return "segment_unmap";
     case TraceAction::Oom:
       return "oom";
   }
@@ -90,7 +94,7 @@ py::list segmentsToList(std::vector<c10::CachingDeviceAllocator::SegmentInfo> se
     s["segment_type"] = segment.is_large ? "large" : "small";
     s["segment_pool_id"] =
         py::make_tuple(segment.owner_private_pool_id.first, segment.owner_private_pool_id.second);
-    s["is_expandable"] = false;
+    s["is_expandable"] = segment.is_expandable;
     s["frames"] = py::list();
     py::list blocks;
     size_t address = segment.address;

@@ -12,6 +12,7 @@
 #include <ATen/native/RangeUtils.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/zeros.h>
@@ -76,16 +77,25 @@ class DropWarnings : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-// The CPU kernel on CPU stand-ins of at most one element per dimension (zeros: an index stand-in
-// is in bounds), with a generator of its own, so that no user generator moves: every check the
-// kernel makes on dtypes, dimensions and Scalars is the CPU's, in its words, at the call.
+// A CPU stand-in of at most one element per dimension, zero (an index stand-in is in bounds).
+at::Tensor smallStandIn(const at::Tensor& t) {
+  c10::SmallVector<int64_t, 6> sizes(t.sizes().begin(), t.sizes().end());
+  for (int64_t& size : sizes) size = std::min<int64_t>(size, 1);
+  return at::zeros(sizes, t.options().device(c10::kCPU));
+}
+
+// A CPU stand-in of the same sizes and strides (so the same overlaps), zero.
+at::Tensor sameLayoutStandIn(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU)).zero_();
+}
+
+// The CPU kernel on CPU stand-ins, with a generator of its own, so that no user generator moves:
+// every check the kernel makes on dtypes, dimensions and Scalars is the CPU's, in its words, at
+// the call.
 void runOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                   c10::Device device, bool keepWarnings) {
-  torch::jit::Stack s = standIns(args, c10::kCPU, [](const at::Tensor& t) {
-    c10::SmallVector<int64_t, 6> sizes(t.sizes().begin(), t.sizes().end());
-    for (int64_t& size : sizes) size = std::min<int64_t>(size, 1);
-    return at::zeros(sizes, t.options().device(c10::kCPU));
-  });
+                   c10::Device device, bool keepWarnings,
+                   at::Tensor (*standIn)(const at::Tensor&) = &smallStandIn) {
+  torch::jit::Stack s = standIns(args, c10::kCPU, standIn);
   const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].name() == "generator") s[i] = at::detail::createCPUGenerator();
@@ -141,6 +151,18 @@ bool outNotBool(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> ar
   return outDtype(schema, args, at::kBool) != at::kBool;
 }
 
+// In-place leaky_relu and elu with a negative slope cannot be differentiated: their backward
+// refuses is_result with a negative slope (negval, alpha), in its structured Meta function, which
+// PyTorch's Python Meta kernel replaces.
+bool negativeSlopeOnResult(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  const auto isResult = schema.argumentIndexWithName(
+      schema.name() == "aten::leaky_relu_backward" ? "self_is_result" : "is_result");
+  const auto slope =
+      schema.argumentIndexWithName(schema.name() == "aten::leaky_relu_backward" ? "negative_slope"
+                                                                                : "alpha");
+  return isResult && slope && args[*isResult].toBool() && args[*slope].toScalar().toDouble() < 0;
+}
+
 // floor, ceil, trunc and round refuse complex inputs, on the CPU only.
 bool selfComplex(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
   return !args.empty() && args[0].isTensor() && args[0].toTensor().is_complex();
@@ -186,6 +208,23 @@ void searchsortedFits(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> 
                 boundaries.dim(), ")");
   }
   at::native::searchsorted_pre_check(boundaries, input, output, outInt32, right, side, sorter);
+}
+
+// A written argument that overlaps itself (an expanded tensor): most CPU kernels refuse it
+// (TensorIterator's assert_no_internal_overlap), some write it (fill_, zero_), some warn; Meta
+// kernels cannot tell. Asked of the CPU kernel on stand-ins of the same layout, so the same
+// overlap: a rare call, which then pays one CPU kernel on zeros.
+void writtenOverlapOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                              c10::Device device) {
+  const auto& arguments = op.schema().arguments();
+  bool overlaps = false;
+  for (size_t i = 0; i < arguments.size() && !overlaps; ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite() && args[i].isTensor() &&
+        args[i].toTensor().defined())
+      overlaps = at::has_internal_overlap(args[i].toTensor()) == at::MemOverlap::Yes;
+  }
+  if (overlaps) runOnStandIns(op, args, device, /*keepWarnings=*/false, &sameLayoutStandIn);
 }
 
 // put_ without accumulate has no deterministic CPU kernel: in deterministic mode the CPU refuses
@@ -406,15 +445,22 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
       schema.arguments().front().type()->kind() == c10::TypeKind::IntType)
     add(&randpermFits, false);
-  if (checksOverlap(op, overload)) add(&writtenWithoutOverlap, false);
+  const bool writes = std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                                  [](const c10::Argument& a) {
+                                    return a.alias_info() != nullptr && a.alias_info()->isWrite();
+                                  });
+  if (checksOverlap(op, overload)) {
+    add(&writtenWithoutOverlap, false);
+  } else if (writes) {
+    add(&writtenOverlapOnStandIns, false);
+  }
   if (checksInputOverlap(op)) {
     add(&writtenApartFromInputs, false);
-  } else if (std::any_of(schema.arguments().begin(), schema.arguments().end(),
-                         [](const c10::Argument& a) {
-                           return a.alias_info() != nullptr && a.alias_info()->isWrite();
-                         })) {
+  } else if (writes) {
     add(&writtenApartFromPartialInputs, false);
   }
+  if (op == "aten::leaky_relu_backward" || op == "aten::elu_backward")
+    add(&askCpuIf<&negativeSlopeOnResult>, false);
   // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.
   if (std::find(kRandomInPlace.begin(), kRandomInPlace.end(), op) != kRandomInPlace.end() &&
       !(op == "aten::bernoulli_" && overload != "float"))

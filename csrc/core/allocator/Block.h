@@ -25,6 +25,18 @@ constexpr size_t kRoundLarge = 2 << 20;
 struct Block;
 struct PrivatePool;
 
+// A segment that reserves a large range of the device's address space and maps memory into it
+// as it grows (Note [Expandable segments] in ExpandableSegment.cpp). Its mapped bytes are a prefix
+// of the range, [base, base + mapped), cut into blocks like any segment.
+struct ExpandableSegment {
+  explicit ExpandableSegment(c10::Stream stream) : stream(stream) {}
+  void* base = nullptr;
+  size_t reserved = 0;  // bytes of address space
+  size_t mapped = 0;    // bytes mapped, from base
+  c10::Stream stream;
+  Block* last = nullptr;  // the block ending at base + mapped, if any
+};
+
 // Orders free blocks by stream, then size, then address, so that a lookup finds the smallest
 // block of the right stream that is large enough.
 struct BlockComparator {
@@ -51,6 +63,7 @@ struct Block {
   bool countedInactive = false;    // free, split, and counted in inactive_split stats
   int pendingEvents = 0;           // events to complete before the block may be reused
   unsigned long long freedAt = 0;  // when it last became free (a count of frees): its age
+  ExpandableSegment* expandable = nullptr;  // the expandable segment it lies in, if any
   std::set<c10::Stream, bool (*)(const c10::Stream&, const c10::Stream&)> streamUses{
       [](const c10::Stream& a, const c10::Stream& b) {
         return std::make_tuple(a.device_index(), a.id()) <

@@ -51,8 +51,8 @@ size_t segmentSizeFor(size_t size) {
 // (Note [Allocator configuration]).
 bool shouldSplit(const Block* block, size_t size) {
   const size_t remaining = block->size - size;
-  return block->pool->isSmall ? remaining >= kMinBlockSize
-                              : size < Config::max_split_size() && remaining > kSmallSize;
+  if (block->pool->isSmall || block->expandable != nullptr) return remaining >= kMinBlockSize;
+  return size < Config::max_split_size() && remaining > kSmallSize;
 }
 
 std::string formatBytes(size_t bytes) {
@@ -129,6 +129,17 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
 // that holds the request.
 Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, size_t size,
                                           size_t requested) {
+  if (expandsSegments(pool)) {  // Note [Expandable segments]
+    Block* block = growExpandable(pool, stream, size);
+    if (block == nullptr) {
+      stats_.num_alloc_retries += 1;
+      ipc::collectSentBlocks(device_);
+      releaseCachedSegments();
+      block = growExpandable(pool, stream, size);
+    }
+    if (block == nullptr) throwOutOfMemory(requested, size);
+    return block;
+  }
   const size_t segmentSize = segmentSizeFor(size);
   Block* block = allocateSegment(pool, stream, segmentSize);
   if (block == nullptr) {
@@ -351,6 +362,13 @@ void DeviceCachingAllocator::releaseCachedSegments() {
   stats_.num_sync_all_streams += 1;
   std::vector<Block*> segments = wholeFreeSegments();
   std::exception_ptr error;
+  if (releasing_ == nullptr) {
+    try {
+      shrinkExpandableSegments();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
   for (Block* block : segments) {
     try {
       releaseSegment(block);
@@ -366,7 +384,7 @@ std::vector<Block*> DeviceCachingAllocator::wholeFreeSegments() {
   std::vector<Block*> segments;
   for (BlockPool* pool : releasablePools()) {
     for (Block* block : pool->blocks) {
-      if (!block->isSplit()) segments.push_back(block);
+      if (!block->isSplit() && block->expandable == nullptr) segments.push_back(block);
     }
   }
   return segments;
@@ -399,6 +417,10 @@ void DeviceCachingAllocator::releaseSegment(Block* block) {
   countPrivateSegment(*block->pool, block->size, /*added=*/false);
   delete block;
   if (error) std::rethrow_exception(error);
+}
+
+bool DeviceCachingAllocator::expandsSegments(const BlockPool& pool) const {
+  return Config::use_expandable_segments() && !pool.isSmall && pool.owner == nullptr;
 }
 
 // [marker: allocator-garbage-collection]
@@ -553,6 +575,7 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() {
     segment.address = reinterpret_cast<size_t>(head->ptr);
     segment.stream = OpenRegStream(head->stream).stream();
     segment.is_large = !head->pool->isSmall;
+    segment.is_expandable = head->expandable != nullptr;
     if (head->pool->owner != nullptr) segment.owner_private_pool_id = head->pool->owner->id;
     for (Block* b = head; b != nullptr; b = b->next) {
       c10::CachingDeviceAllocator::BlockInfo info;

@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -113,6 +114,11 @@ class OPENREG_TORCH_API DeviceCachingAllocator {
   std::vector<Block*> wholeFreeSegments();
   void releaseSegment(Block* block);
   void collectGarbage();
+  // Expandable segments (ExpandableSegment.cpp).
+  bool expandsSegments(const BlockPool& pool) const;
+  ExpandableSegment* expandableSegmentFor(c10::Stream stream);
+  Block* growExpandable(BlockPool& pool, c10::Stream stream, size_t size);
+  void shrinkExpandableSegments();
   BlockPool& poolFor(size_t size, c10::Stream stream);
   // What releaseCachedSegments returns: the shared pools and the private pools no graph uses, or
   // only releasing_ while releasePool runs.
@@ -134,6 +140,7 @@ class OPENREG_TORCH_API DeviceCachingAllocator {
   double fraction_ = 1.0;             // set_per_process_memory_fraction
   size_t allowed_ = SIZE_MAX;         // bytes the segments may total; SIZE_MAX: no limit set
   unsigned long long frees_ = 0;      // blocks made free so far: their ages (Block::freedAt)
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_;  // one per stream, large pool
 };
 
 }  // namespace openreg::allocator

@@ -31,7 +31,16 @@
 
 namespace openreg::allocator {
 
-enum class TraceAction { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
+enum class TraceAction {
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,  // an expandable segment grew (Note [Expandable segments])
+  SegmentUnmap,
+  Oom
+};
 
 struct TraceEntry {
   TraceAction action;
