@@ -42,8 +42,9 @@ bool everyCallReportsTheFailure(const char* needle) {
 
 }  // namespace
 
-// 64 devices of 4 TiB need 512 TiB of address space: the configuration is rejected before any
-// device is set up, so device_count() in the PyTorch layer is 0 from the first query on.
+// 64 devices of 4 TiB need 4096 TiB of address space (each maps 8 x 4 TiB twice: Note [Reserved
+// address ranges]): the configuration is rejected before any device is set up, so device_count()
+// in the PyTorch layer is 0 from the first query on.
 TEST(InitFailure, AConfigurationThatCannotFitFailsAtTheFirstQueryAndStartsNothing) {
   EXPECT_EXIT(
       {
