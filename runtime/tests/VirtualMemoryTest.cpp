@@ -421,21 +421,3 @@ TEST(VirtualMemoryDeathTest, AHostAccessToMappedMemoryIsReported) {
       "host code touched openreg device memory: address 0x[0-9a-f]+ is on device 0, mapped "
       "memory inside the reservation at 0x[0-9a-f]+ of 4194304 bytes \\(offset 16\\)");
 }
-
-// The reservation area counts in the address-space budget: count x capacity is at most 4 TiB, so
-// two devices of 4 TiB (each 8 x 4 TiB of addresses, twice) are refused at the first query.
-TEST(VirtualMemoryDeathTest, TheAddressSpaceBudgetCountsTheReservationArea) {
-  EXPECT_EXIT(
-      {
-        setenv("OPENREG_DEVICE_COUNT", "2", 1);
-        setenv("OPENREG_DEVICE_MEMORY", "4T", 1);
-        int count = 0;
-        const orError_t e = orGetDeviceCount(&count);
-        fprintf(stderr, "%s|%s\n", orGetErrorName(e), orGetLastErrorMessage());
-        std::exit(e == orErrorInitializationError ? 0 : 1);
-      },
-      ::testing::ExitedWithCode(0),
-      "orErrorInitializationError\\|openreg: OPENREG_DEVICE_COUNT=2 devices of "
-      "OPENREG_DEVICE_MEMORY=4T need 128 TiB of address space \\(each device maps 8 x its "
-      "capacity");
-}
