@@ -320,24 +320,27 @@ std::string rangeName(std::uintptr_t p, std::size_t size) {
 }  // namespace
 
 Reservation* DeviceMemory::reservationHoldingLocked(std::uintptr_t begin, std::size_t size,
-                                                    std::string* message) {
+                                                    bool mapped, std::string* message) {
   Reservation* r = reservationLocked(begin);
-  if (r != nullptr && r->holds(begin, size)) return r;
-  *message = rangeName(begin, size) + " is not inside one reservation of device " +
-             std::to_string(device_) + " (orMemAddressReserve)";
-  return nullptr;
+  if (r == nullptr || !r->holds(begin, size)) {
+    *message = rangeName(begin, size) + " is not inside one reservation of device " +
+               std::to_string(device_) + " (orMemAddressReserve)";
+    return nullptr;
+  }
+  if (mapped ? !containsMappedLocked(begin, size) : r->anyMapped(begin, begin + size)) {
+    *message =
+        "part of " + rangeName(begin, size) + (mapped ? " is not mapped" : " is already mapped");
+    return nullptr;
+  }
+  return r;
 }
 
 // [marker: map-range]
 orError_t DeviceMemory::mapRange(const void* p, std::size_t size, std::string* message) {
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mutex_);
-  Reservation* r = reservationHoldingLocked(begin, size, message);
+  Reservation* r = reservationHoldingLocked(begin, size, /*mapped=*/false, message);
   if (r == nullptr) return orErrorInvalidValue;
-  if (r->anyMapped(begin, begin + size)) {
-    *message = "part of " + rangeName(begin, size) + " is already mapped";
-    return orErrorInvalidValue;
-  }
   if (size > capacity_ - inUse_ - mapped_) {
     *message = outOfMemoryLocked("map", size);
     return orErrorMemoryAllocation;
@@ -350,12 +353,8 @@ orError_t DeviceMemory::mapRange(const void* p, std::size_t size, std::string* m
 orError_t DeviceMemory::unmapRange(const void* p, std::size_t size, std::string* message) {
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mutex_);
-  Reservation* r = reservationHoldingLocked(begin, size, message);
+  Reservation* r = reservationHoldingLocked(begin, size, /*mapped=*/true, message);
   if (r == nullptr) return orErrorInvalidValue;
-  if (!containsMappedLocked(begin, size)) {
-    *message = "part of " + rangeName(begin, size) + " is not mapped";
-    return orErrorInvalidValue;
-  }
   // Before the range can be mapped again, so the next map reads zeros (fresh pages).
   punchLocked(begin, size);
   r->unmap(begin, begin + size);

@@ -181,8 +181,9 @@ class DeviceMemory {
   // The reservation holding `p`, or nullptr.
   Reservation* reservationLocked(std::uintptr_t p);
   const Reservation* reservationLocked(std::uintptr_t p) const;
-  // The reservation holding all of [begin, begin + size), or nullptr with *message saying so.
-  Reservation* reservationHoldingLocked(std::uintptr_t begin, std::size_t size,
+  // The reservation holding all of [begin, begin + size), with every byte of it mapped (or, for
+  // !mapped, none), or nullptr with *message saying what is wrong.
+  Reservation* reservationHoldingLocked(std::uintptr_t begin, std::size_t size, bool mapped,
                                         std::string* message);
   bool containsMappedLocked(std::uintptr_t p, std::size_t bytes) const;
   void punchLocked(std::uintptr_t address, std::size_t length);
