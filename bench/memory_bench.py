@@ -96,7 +96,7 @@ def main() -> int:
     for name, r in results.items():
         print(f"{name:<22}{r['peak_allocated'] / mib:>12.1f} MiB{r['peak_reserved'] / mib:>11.1f} MiB"
               f"{r['peak_reserved'] / r['peak_allocated']:>16.3f}{r['device_allocs'] + r['device_frees']:>14}"
-              f"{str(r['losses_equal']):>14}{r['time_ratio']:>12.2f}")
+              f"{r['losses_equal']!s:>14}{r['time_ratio']:>12.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -361,12 +361,16 @@ def test_a_check_the_meta_kernel_lacks_raises_at_the_call():
         lambda d: torch.rand([], device=d).index_put([], torch.tensor([1.0], device=d), True),
         lambda d: torch.ones(3, device=d).masked_scatter_(torch.ones(2, 3, dtype=torch.bool, device=d),
                                                           torch.ones(6, device=d)),
+        lambda d: F.elu_(torch.zeros(3, device=d).expand(3, 3)),
+        lambda d: F.leaky_relu_(torch.randn(4, device=d, requires_grad=True).clone(), -0.1).sum().backward(),
+        lambda d: F.interpolate(torch.ones(1, 3, 4, 4, dtype=torch.int32, device=d), scale_factor=2, mode="bilinear"),
     ],
     ids=["random_bounds", "random_order", "uniform", "normal_std", "bernoulli_p", "complex_dtypes",
          "randperm_too_large", "bool_add_float_alpha", "neg_out_dtype", "amax_out_dtype",
          "all_out_not_bool", "floor_complex", "reduce_65_dims", "bucketize_2d", "searchsorted_side",
          "searchsorted_out_int32", "index_put_dtypes", "index_put_indices_broadcast",
-         "index_put_value_shape", "masked_scatter_in_place_broadcast"],
+         "index_put_value_shape", "masked_scatter_in_place_broadcast", "elu_into_expanded",
+         "leaky_relu_negative_slope_backward", "upsample_of_integers"],
 )
 def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
     """Note [Call checks]: the CPU's error, raised at the call (the random operators' from the CPU
@@ -378,6 +382,14 @@ def test_argument_checks_of_the_cpu_kernel_raise_at_the_call(call):
     assert type(device.value) is type(cpu.value)
     assert str(device.value).startswith(str(cpu.value).replace("CPU", "openreg"))
     torch.openreg.synchronize()
+
+
+def test_an_expanded_tensor_the_cpu_writes_is_written_the_same():
+    """fill_ and zero_ write an expanded tensor on the CPU: so do they on openreg."""
+    for device in ("cpu", "openreg"):
+        base = torch.zeros(3, device=device)
+        base.expand(3, 3).fill_(2.0)
+        assert base.cpu().tolist() == [2.0, 2.0, 2.0]
 
 
 def test_a_resized_out_of_a_pointwise_operator_takes_the_cpus_layout():

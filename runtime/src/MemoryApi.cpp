@@ -129,6 +129,18 @@ struct CopyTask {
   const char* name() const { return call; }
 };
 
+// orMemReuse's operation: it runs nothing, and covers the range, so that its success clears the
+// range's poison in stream order (Note [Poisoned memory]).
+struct ReuseTask {
+  void* dst;
+  std::size_t count;
+  void operator()() const {}
+  const char* name() const { return "reuse"; }
+  void accesses(AccessList& out) const {
+    out.push_back({dst, count, /*read=*/false, /*write=*/true, /*cover=*/true});
+  }
+};
+
 struct MemsetTask {
   void* dst;
   int value;
@@ -259,10 +271,12 @@ orError_t orFree(void* devPtr) {
 }
 
 // [marker: mem-reuse]
-orError_t orMemReuse(void* devPtr, size_t size) {
+orError_t orMemReuse(void* devPtr, size_t size, orStream_t streamHandle) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(devPtr);
   // Called on every allocation of the caching allocator: with nothing poisoned, one atomic load.
+  // Poison that appears later in the range (a failing task queued before, writing the old owner's
+  // bytes) is cleared by the new owner's first covering write, or carried by an uncovered read.
   if (!poisonMap().active()) return orSuccess;
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
@@ -274,8 +288,11 @@ orError_t orMemReuse(void* devPtr, size_t size) {
                 "openreg: orMemReuse: the range is not inside one live device allocation, nor "
                 "mapped in whole in one reservation");
   }
-  poisonMap().clear(begin, size);
-  return orSuccess;
+  Stream* stream = resolveStream(streamHandle);
+  if (stream == nullptr) return invalidStream("orMemReuse");
+  StreamOp op;
+  op.task = Task(ReuseTask{d->memory.toKernel(devPtr), size});
+  return launchOp(*stream, std::move(op), /*mustComplete=*/false);
 }
 
 orError_t orMallocHost(void** ptr, size_t size) {

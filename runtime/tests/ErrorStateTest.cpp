@@ -1,6 +1,9 @@
 // Where the error state ends (Note [Task errors] in runtime/src/Stream.cpp, docs/errors.md): once
 // a failure has been reported to the program, by any call, only the memory it poisoned carries
 // it; streams, event records (earlier or later ones), other streams and other devices are clear.
+#include <chrono>
+#include <thread>
+
 #include "TestUtil.h"
 
 using namespace openreg_test;
@@ -122,12 +125,32 @@ TEST(ErrorState, ReusedMemoryCarriesNoPoison) {
   failOn(nullptr, a);
   EXPECT_EQ(orStreamSynchronize(nullptr), orErrorLaunchFailure);
   float* half = static_cast<float*>(a) + kN / 2;
-  OR_EXPECT_OK(orMemReuse(half, kN / 2 * sizeof(float)));
+  OR_EXPECT_OK(orMemReuse(half, kN / 2 * sizeof(float), nullptr));
   float host[kN / 2];
   OR_EXPECT_OK(orMemcpy(host, half, sizeof host, orMemcpyDeviceToHost));
   EXPECT_TRUE(readFails(a));  // the first half is still the failed task's data
-  EXPECT_EQ(orMemReuse(a, std::size_t{1} << 40), orErrorInvalidDevicePointer);
+  EXPECT_EQ(orMemReuse(a, std::size_t{1} << 40, nullptr), orErrorInvalidDevicePointer);
   OR_OK(orFree(a));
+}
+
+// orMemReuse is stream-ordered: a reader of the old owner's bytes queued before the reuse still
+// sees their failure (cleared at once, its copy read the failed bytes as data).
+TEST(ErrorState, ReuseLeavesTheOldOwnersQueuedReadersTheFailure) {
+  void* a = nullptr;
+  void* b = nullptr;
+  OR_OK(orMalloc(&a, kN * sizeof(float)));
+  OR_OK(orMalloc(&b, kN * sizeof(float)));
+  failOn(nullptr, a);
+  EXPECT_EQ(orStreamSynchronize(nullptr), orErrorLaunchFailure);  // reported: a stays poisoned
+  OR_OK(
+      openreg::launch(nullptr, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }));
+  OR_OK(orMemcpyAsync(b, a, kN * sizeof(float), orMemcpyDeviceToDevice, nullptr));
+  OR_OK(orMemReuse(a, kN * sizeof(float), nullptr));  // while the copy still waits
+  OR_EXPECT_OK(orStreamSynchronize(nullptr));  // the failure was reported: it is not again...
+  EXPECT_TRUE(readFails(b));                   // ...but the copy read the poison, and carried it
+  EXPECT_FALSE(readFails(a));                  // the new owner's bytes
+  OR_OK(orFree(a));
+  OR_OK(orFree(b));
 }
 
 // orEventDisableFailure: an event that only orders work (the allocator's frees, the generator's

@@ -330,10 +330,11 @@ TEST(VirtualMemory, PoisonAndReuseWorkOnMappedMemoryAsOnAllocations) {
   EXPECT_TRUE(contains(lastMessage(), "the fill kernel failed")) << lastMessage();
   EXPECT_EQ(orMemcpy(host, at(r, kG + 400), 16, orMemcpyDeviceToHost), orErrorLaunchFailure);
   // With poison about, orMemReuse checks its range: mapped in whole, or refused.
-  EXPECT_EQ(orMemReuse(at(r, 2 * kG), 64), orErrorInvalidDevicePointer);
+  EXPECT_EQ(orMemReuse(at(r, 2 * kG), 64, nullptr), orErrorInvalidDevicePointer);
   EXPECT_TRUE(contains(lastMessage(), "nor mapped in whole in one reservation")) << lastMessage();
-  EXPECT_EQ(orMemReuse(at(r, 2 * kG - 32), 64), orErrorInvalidDevicePointer);
-  OR_OK(orMemReuse(at(r, kG - 512), 512));  // half the block: the other half stays poisoned
+  EXPECT_EQ(orMemReuse(at(r, 2 * kG - 32), 64, nullptr), orErrorInvalidDevicePointer);
+  OR_OK(
+      orMemReuse(at(r, kG - 512), 512, nullptr));  // half the block: the other half stays poisoned
   OR_OK(orMemcpy(host, block, 512, orMemcpyDeviceToHost));
   EXPECT_EQ(orMemcpy(host, at(r, kG), 512, orMemcpyDeviceToHost), orErrorLaunchFailure);
   // Unmapping clears what is left: a new mapping there is fresh memory.

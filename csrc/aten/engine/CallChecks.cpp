@@ -157,10 +157,15 @@ bool outNotBool(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> ar
 bool negativeSlopeOnResult(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
   const auto isResult = schema.argumentIndexWithName(
       schema.name() == "aten::leaky_relu_backward" ? "self_is_result" : "is_result");
-  const auto slope =
-      schema.argumentIndexWithName(schema.name() == "aten::leaky_relu_backward" ? "negative_slope"
-                                                                                : "alpha");
+  const auto slope = schema.argumentIndexWithName(
+      schema.name() == "aten::leaky_relu_backward" ? "negative_slope" : "alpha");
   return isResult && slope && args[*isResult].toBool() && args[*slope].toScalar().toDouble() < 0;
+}
+
+// The interpolating upsample kernels take floating-point inputs only on the CPU (integer ones for
+// some modes): asked for any other input.
+bool selfNotFloating(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
+  return !args.empty() && args[0].isTensor() && !args[0].toTensor().is_floating_point();
 }
 
 // floor, ceil, trunc and round refuse complex inputs, on the CPU only.
@@ -220,8 +225,7 @@ void writtenOverlapOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::
   bool overlaps = false;
   for (size_t i = 0; i < arguments.size() && !overlaps; ++i) {
     const auto* alias = arguments[i].alias_info();
-    if (alias != nullptr && alias->isWrite() && args[i].isTensor() &&
-        args[i].toTensor().defined())
+    if (alias != nullptr && alias->isWrite() && args[i].isTensor() && args[i].toTensor().defined())
       overlaps = at::has_internal_overlap(args[i].toTensor()) == at::MemOverlap::Yes;
   }
   if (overlaps) runOnStandIns(op, args, device, /*keepWarnings=*/false, &sameLayoutStandIn);
@@ -445,10 +449,10 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   if (op == "aten::randperm" && overload.find("out") != std::string_view::npos &&
       schema.arguments().front().type()->kind() == c10::TypeKind::IntType)
     add(&randpermFits, false);
-  const bool writes = std::any_of(schema.arguments().begin(), schema.arguments().end(),
-                                  [](const c10::Argument& a) {
-                                    return a.alias_info() != nullptr && a.alias_info()->isWrite();
-                                  });
+  const bool writes =
+      std::any_of(schema.arguments().begin(), schema.arguments().end(), [](const c10::Argument& a) {
+        return a.alias_info() != nullptr && a.alias_info()->isWrite();
+      });
   if (checksOverlap(op, overload)) {
     add(&writtenWithoutOverlap, false);
   } else if (writes) {
@@ -459,6 +463,7 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   } else if (writes) {
     add(&writtenApartFromPartialInputs, false);
   }
+  if (op.find("upsample_") != std::string_view::npos) add(&askCpuIf<&selfNotFloating>, false);
   if (op == "aten::leaky_relu_backward" || op == "aten::elu_backward")
     add(&askCpuIf<&negativeSlopeOnResult>, false);
   // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.

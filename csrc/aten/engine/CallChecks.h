@@ -19,18 +19,22 @@
 //  - the same stand-ins, asked only when a cheap predicate says the CPU may refuse the call (the
 //    common call pays a comparison, no kernel): an out= of another dtype than the input's for the
 //    operators whose CPU kernel wants it exact (neg, round, amax, sort, mode, ...); all/any into a
-//    non-bool out; floor/ceil/trunc/round of a complex input; any operator on a tensor of more
-//    than 64 dimensions (TensorIterator's limit);
+//    non-bool out; floor/ceil/trunc/round of a complex input; an upsample of an integer input;
+//    any operator on a tensor of more than 64 dimensions (TensorIterator's limit);
 //  - index_put_'s dtypes, its indices broadcasting together (an IndexError, as on the CPU) and its
 //    values expanding to the indexing result, unless an index is a mask (its count is data);
 //    searchsorted's and bucketize's ATen searchsorted_pre_check on memoryless stand-ins of the
 //    true sizes; masked_scatter_'s mask expanding to self; put_ refused in deterministic mode
 //    (refused in the task, the failure would also have poisoned self, which the CPU leaves
-//    untouched); arange's out= of another count, resized with the CPU's own warning;
+//    untouched); arange's out= of another count, resized with the CPU's own warning; the backward
+//    of in-place leaky_relu and elu with a negative slope, which the CPU refuses;
 //  - a written argument that overlaps itself (an expanded tensor) for the operators whose CPU
 //    kernel refuses one (masked_scatter_, put_, scatter_, bernoulli_, cat.out, linspace.out):
-//    ATen's own assert_no_internal_overlap, and assert_no_overlap between a written argument and
-//    the inputs (index_add_, index_fill_, index_put_, masked_fill_, scatter_, put_ and others);
+//    ATen's own assert_no_internal_overlap; for every other operator that writes, such an
+//    argument (rare) is asked of the CPU kernel on stand-ins of the same layout, since some
+//    refuse it (elu_, add_) and some write it (fill_, zero_); and assert_no_overlap between a
+//    written argument and the inputs (index_add_, index_fill_, index_put_, masked_fill_, scatter_,
+//    put_ and others);
 //  - the deprecation warning of index_put_, index_fill_ and masked_fill_ on an expanded self;
 //  - for every operator that writes, TensorIterator's refusal of a written argument that
 //    partially overlaps an input (x[:-1].add_(x[1:])): on the engine's aliases, one storage each,

@@ -58,11 +58,11 @@ struct Block {
   size_t size;           // bytes in the block
   size_t requested = 0;  // bytes the caller asked for (allocated blocks)
   BlockPool* pool;
-  void* ptr;                       // device address
-  bool allocated = false;          // handed out to a caller
-  bool countedInactive = false;    // free, split, and counted in inactive_split stats
-  int pendingEvents = 0;           // events to complete before the block may be reused
-  unsigned long long freedAt = 0;  // when it last became free (a count of frees): its age
+  void* ptr;                                // device address
+  bool allocated = false;                   // handed out to a caller
+  bool countedInactive = false;             // free, split, and counted in inactive_split stats
+  int pendingEvents = 0;                    // events to complete before the block may be reused
+  unsigned long long freedAt = 0;           // when it last became free (a count of frees): its age
   ExpandableSegment* expandable = nullptr;  // the expandable segment it lies in, if any
   std::set<c10::Stream, bool (*)(const c10::Stream&, const c10::Stream&)> streamUses{
       [](const c10::Stream& a, const c10::Stream& b) {

@@ -104,8 +104,10 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     block->size = size;
     insertFree(rest);
   }
-  // A new owner: poison a failed task left in the block is not its data (orMemReuse).
-  OPENREG_CHECK(orMemReuse(block->ptr, block->size));
+  // A new owner: poison a failed task left in the block is not its data (orMemReuse), from the
+  // point in the stream where the new owner's work starts: work queued before may still read the
+  // old owner's bytes (stream-ordered reuse), and must see their failure.
+  OPENREG_CHECK(orMemReuse(block->ptr, block->size, OpenRegStream(stream).stream()));
   block->allocated = true;
   block->requested = requested;
   activeBlocks_.insert(block);

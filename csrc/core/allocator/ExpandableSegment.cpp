@@ -99,8 +99,7 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, c10::Stream strea
   if (status == orErrorMemoryAllocation) return nullptr;
   OPENREG_CHECK(status);
   if (segment->mapped == 0) {
-    for_each_selected_stat_type(statTypes(pool),
-                                [&](size_t t) { stats_.segment[t].increase(1); });
+    for_each_selected_stat_type(statTypes(pool), [&](size_t t) { stats_.segment[t].increase(1); });
   }
   segment->mapped += bytes;
   stats_.num_device_alloc += 1;

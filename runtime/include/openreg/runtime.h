@@ -381,12 +381,14 @@ OPENREG_RUNTIME_API orError_t orMalloc(void** devPtr, size_t size);
 OPENREG_RUNTIME_API orError_t orFree(void* devPtr);
 
 /* A caching allocator above orMalloc gives [devPtr, devPtr + size), inside one live allocation or
- * mapped in whole inside one reservation (orMemMap), to a new owner: its bytes are no one's data,
- * so poison a failed task left there is cleared (Note [Poisoned memory] in runtime/src/Poison.h).
- * The failure itself is not: it stays pending for the next synchronizing call, or ends if one
- * reported it. One atomic load when nothing is poisoned, and then no check of the range; otherwise
- * orErrorInvalidDevicePointer if the range is neither. */
-OPENREG_RUNTIME_API orError_t orMemReuse(void* devPtr, size_t size);
+ * mapped in whole inside one reservation (orMemMap), to a new owner that works on `stream` (NULL:
+ * the current device's default stream): its bytes are no one's data, so poison a failed task left
+ * there is cleared (Note [Poisoned memory] in runtime/src/Poison.h), in stream order: work queued
+ * on `stream` before this call may still read the old owner's bytes, and must still see their
+ * failure. The failure itself is not cleared: it stays pending for the next synchronizing call, or
+ * ends if one reported it. One atomic load when nothing is poisoned, and nothing queued; otherwise
+ * orErrorInvalidDevicePointer if the range is neither, and an operation on `stream`. */
+OPENREG_RUNTIME_API orError_t orMemReuse(void* devPtr, size_t size, orStream_t stream);
 
 /* [out] ptr: `size` bytes of page-locked ("pinned") host memory, page aligned. Copies between it
  * and device memory are fully asynchronous. */
