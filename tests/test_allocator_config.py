@@ -278,9 +278,10 @@ random.seed(0)
 keep = []
 for step in range(60):
     n = random.randint(10, 60)
-    keep = [torch.empty(n * 2**20, dtype=torch.uint8, device="openreg"), torch.empty((70 - n) * 2**20, dtype=torch.uint8, device="openreg")]
+    keep = [torch.empty(size * 2**20, dtype=torch.uint8, device="openreg") for size in (n, 70 - n)]
 s = m.memory_stats()
-print(json.dumps({"peak_reserved": s["reserved_bytes.all.peak"] // 2**20, "peak_requested": s["requested_bytes.all.peak"] // 2**20,
+print(json.dumps({"peak_reserved": s["reserved_bytes.all.peak"] // 2**20,
+                  "peak_requested": s["requested_bytes.all.peak"] // 2**20,
                   "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved()}))
 """
 
