@@ -315,3 +315,30 @@ def test_an_expandable_segment_out_of_memory_leaves_the_device_working():
     )
     assert got["count"] == 16 and got["right"] and got["again"] == 100 * 2**18 and got["ooms"] == 1
     assert got["error"].startswith("openreg out of memory on device 0. Tried to allocate 16.00 MiB")
+
+
+def test_an_expandable_segment_reads_in_pytorchs_memory_visualizer():
+    got = run_json(
+        """
+        import pickle, tempfile
+        from torch.cuda import _memory_viz
+        m._record_memory_history(max_entries=1000)
+        a = torch.ones(30 * 2**18, device="openreg")
+        b = torch.ones(50 * 2**18, device="openreg")
+        del b
+        torch.openreg.empty_cache()
+        path = tempfile.mktemp(suffix=".pickle")
+        m._dump_snapshot(path)
+        snapshot = pickle.loads(open(path, "rb").read())
+        actions = [e["action"] for e in snapshot["device_traces"][0]]
+        summary = _memory_viz.segsum(snapshot)
+        html = _memory_viz.segment_plot(snapshot) + _memory_viz.trace_plot(snapshot)
+        large = [s for s in snapshot["segments"] if s["segment_type"] == "large"]
+        print(json.dumps({"maps": actions.count("segment_map"), "unmaps": actions.count("segment_unmap"),
+                          "expandable": [s["is_expandable"] for s in large],
+                          "sum": sum(s["total_size"] for s in snapshot["segments"]) == m.memory_reserved(),
+                          "summary": "segments:" in summary, "html": "MemoryViz.js" in html}))
+        """,
+        EXPANDABLE,
+    )
+    assert got == {"maps": 2, "unmaps": 1, "expandable": [True], "sum": True, "summary": True, "html": True}
