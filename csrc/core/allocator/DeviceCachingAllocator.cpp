@@ -101,6 +101,9 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     rest->next = block->next;
     if (rest->next != nullptr) rest->next->prev = rest;
     block->next = rest;
+    rest->expandable = block->expandable;
+    if (rest->expandable != nullptr && rest->expandable->last == block)
+      rest->expandable->last = rest;
     block->size = size;
     insertFree(rest);
   }
@@ -327,6 +330,8 @@ void DeviceCachingAllocator::freeBlock(Block* block) {
     block->size += next->size;
     block->next = next->next;
     if (block->next != nullptr) block->next->prev = block;
+    if (next->expandable != nullptr && next->expandable->last == next)
+      next->expandable->last = block;
     delete next;
   }
   insertFree(block);
