@@ -230,3 +230,10 @@ $(ECO_VENV)/.openreg-installed: $(ECO_VENV)/.requirements-installed pyproject.to
 test-ecosystem: build
 	@$(MAKE) --no-print-directory $(ECO_VENV)/.openreg-installed
 	$(ECO_VENV)/bin/python -m pytest -q tests/ecosystem/eco_*.py
+
+# The same libraries' training steps, openreg against the CPU in one process (bench/ecosystem_bench.py).
+.PHONY: bench-ecosystem
+bench-ecosystem: build
+	@$(MAKE) --no-print-directory $(ECO_VENV)/.openreg-installed
+	@mkdir -p bench/results
+	$(ECO_VENV)/bin/python bench/ecosystem_bench.py bench/results/ecosystem.json

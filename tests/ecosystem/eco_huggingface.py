@@ -1,6 +1,6 @@
 """transformers' Trainer and accelerate's Accelerator on openreg, selected through accelerate's
 variables, against the same runs on the CPU; from_pretrained(device_map=...) onto openreg; resuming
-from a checkpoint (docs/ecosystem.md)."""
+from a checkpoint; safetensors' loading onto the device (docs/ecosystem.md)."""
 
 import pathlib
 
@@ -75,6 +75,11 @@ def test_accelerator_loop_on_openreg_equals_the_cpu(tmp_path):
     assert_same_tensors(openreg["params"], cpu["params"])
 
 
+def test_accelerator_fp16_is_refused_by_accelerate(tmp_path):
+    with pytest.raises(AssertionError, match="fp16 mixed precision requires a device in"):
+        _run(tmp_path, "openreg", "accelerate", "fp16", env=ON_OPENREG)
+
+
 def test_accelerator_bf16_loop_autocasts_on_openreg(tmp_path):
     openreg = _run(tmp_path, "openreg", "accelerate", "bf16", env=ON_OPENREG)
     cpu = _run(tmp_path, "cpu", "accelerate", "bf16")
@@ -89,3 +94,16 @@ def test_from_pretrained_with_a_device_map_loads_onto_openreg(tmp_path, device_m
     assert openreg["devices"] == devices and cpu["devices"] == ["cpu"]
     assert_same_tensors(openreg["params"], cpu["params"])
     assert torch.equal(openreg["logits"], cpu["logits"])
+
+
+def test_safetensors_loads_onto_openreg_by_index_but_refuses_the_device_name(tmp_path):
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, save_file
+
+    tensors = {"weight": torch.randn(3, 5), "step": torch.arange(4)}
+    save_file(tensors, tmp_path / "t.safetensors")
+    loaded = load_file(tmp_path / "t.safetensors", device=1)  # an index is the current accelerator's
+    assert {t.device for t in loaded.values()} == {torch.device("openreg", 1)}
+    assert_same_tensors({name: t.cpu() for name, t in loaded.items()}, tensors)
+    with pytest.raises(SafetensorError, match="device openreg is invalid"):
+        load_file(tmp_path / "t.safetensors", device="openreg")

@@ -44,8 +44,8 @@ class SingleOpenRegStrategy(SingleDeviceStrategy):
 class OpenRegDDPStrategy(DDPStrategy):
     """Trainer(accelerator="openreg", devices=N, strategy="openreg_ddp"): Lightning's DDP with the
     process group on occl (the openreg default of torch.distributed, docs/distributed.md). Lightning's
-    DDPStrategy builds DistributedDataParallel inside `torch.cuda.stream(...)` whenever it has
-    device ids; this builds it on the device's default stream the same way, through torch.openreg."""
+    DDPStrategy builds DistributedDataParallel inside `torch.cuda.stream(torch.cuda.Stream())`
+    whenever it has device ids, which raises without CUDA; this builds it through torch.openreg."""
 
     strategy_name = "openreg_ddp"
     precision_plugin = _precision_property()
@@ -55,7 +55,8 @@ class OpenRegDDPStrategy(DDPStrategy):
 
     def _setup_model(self, model: torch.nn.Module) -> DistributedDataParallel:
         device_ids = self.determine_ddp_device_ids()
-        # As CUDA's: DDP is made on the default stream, where AccumulateGrad runs in training.
+        # On the default stream, where the training step and AccumulateGrad run: DDP's broadcast of
+        # the initial parameters is then ordered before the first step with no extra wait.
         with torch.openreg.stream(torch.openreg.default_stream(self.root_device.index)):
             return DistributedDataParallel(module=model, device_ids=device_ids, **self._ddp_kwargs)
 
