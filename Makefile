@@ -212,15 +212,18 @@ bench-distributed: build
 	@mkdir -p bench/results
 	$(PYTHON) bench/distributed_bench.py bench/results/distributed.json
 
-# The libraries people train with (Lightning, transformers and accelerate; docs/ecosystem.md), each
+# The libraries people train with (Lightning, transformers, accelerate, DeepSpeed; docs/ecosystem.md), each
 # run on openreg against the same run on the CPU (tests/ecosystem/eco_*.py, named so that `make test`
 # does not collect them). Their own venv, .venv-ecosystem/, made here: torch pinned by
 # constraints.txt, the package installed in editable mode from this tree's build/release.
 ECO_VENV := $(CURDIR)/.venv-ecosystem
-$(ECO_VENV)/.requirements-installed: requirements-ecosystem.txt requirements-dev.txt constraints.txt
+$(ECO_VENV)/.requirements-installed: requirements-ecosystem.txt requirements-ecosystem-sdist.txt \
+    requirements-dev.txt constraints.txt
 	[ -x $(ECO_VENV)/bin/python ] || python3 -m venv $(ECO_VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(ECO_VENV)/bin/python -m pip install -q \
 	  --disable-pip-version-check torch==2.13.0 -r requirements-dev.txt -r requirements-ecosystem.txt
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(ECO_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check --no-build-isolation -r requirements-ecosystem-sdist.txt
 	touch $@
 $(ECO_VENV)/.openreg-installed: $(ECO_VENV)/.requirements-installed pyproject.toml setup.py
 	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \

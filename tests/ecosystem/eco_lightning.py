@@ -22,34 +22,25 @@ def _assert_in_loop(run: dict, device: str, autocast: bool, dtype: str) -> None:
     assert set(run["seen"]) == {(device, device, autocast, dtype)}
 
 
-def test_single_device_float32_equals_the_cpu(tmp_path):
-    openreg = _train(tmp_path, "openreg", "openreg", "1", "openreg_single", "32-true")
-    cpu = _train(tmp_path, "cpu", "cpu", "1", "auto", "32-true")
+# precision on openreg, the CPU's run it must equal, the dtype of the model's output under it.
+# Lightning turns 16-mixed into bf16-mixed on the CPU, so the CPU's float16 run is the same Trainer
+# with Lightning's MixedPrecision plugin for the CPU (float16 autocast, GradScaler("cpu")).
+SINGLE_DEVICE_RUNS = [
+    ("32-true", "32-true", "torch.float32"),
+    ("bf16-mixed", "bf16-mixed", "torch.bfloat16"),
+    ("16-mixed", "cpu-16-mixed", "torch.float16"),
+]
+
+
+@pytest.mark.parametrize("precision, cpu_precision, dtype", SINGLE_DEVICE_RUNS)
+def test_single_device_equals_the_cpu(tmp_path, precision, cpu_precision, dtype):
+    openreg = _train(tmp_path, "openreg", "openreg", "1", "openreg_single", precision)
+    cpu = _train(tmp_path, "cpu", "cpu", "1", "auto", cpu_precision)
     assert openreg["strategy"] == "SingleOpenRegStrategy" and cpu["strategy"] == "SingleDeviceStrategy"
-    _assert_in_loop(openreg, "openreg", False, "torch.float32")
-    _assert_in_loop(cpu, "cpu", False, "torch.float32")
-    assert torch.equal(openreg["losses"], cpu["losses"])
-    assert_same_tensors(openreg["params"], cpu["params"])
-
-
-def test_bf16_mixed_autocasts_on_openreg_and_equals_the_cpu(tmp_path):
-    openreg = _train(tmp_path, "openreg", "openreg", "1", "openreg_single", "bf16-mixed")
-    cpu = _train(tmp_path, "cpu", "cpu", "1", "auto", "bf16-mixed")
-    assert openreg["precision"] == "OpenRegPrecision"
-    _assert_in_loop(openreg, "openreg", True, "torch.bfloat16")
-    _assert_in_loop(cpu, "cpu", True, "torch.bfloat16")
-    assert torch.equal(openreg["losses"], cpu["losses"])
-    assert_same_tensors(openreg["params"], cpu["params"])
-
-
-def test_16_mixed_scales_gradients_on_openreg(tmp_path):
-    # Lightning turns 16-mixed into bf16-mixed on the CPU, so the CPU's float16 run is the same
-    # Trainer with its own MixedPrecision plugin for the CPU (float16 autocast, GradScaler("cpu")).
-    openreg = _train(tmp_path, "openreg", "openreg", "1", "openreg_single", "16-mixed")
-    cpu = _train(tmp_path, "cpu", "cpu", "1", "auto", "cpu-16-mixed")
-    assert openreg["precision"] == "OpenRegPrecision"
-    _assert_in_loop(openreg, "openreg", True, "torch.float16")
-    _assert_in_loop(cpu, "cpu", True, "torch.float16")
+    mixed = precision.endswith("-mixed")
+    assert openreg["precision"] == ("OpenRegPrecision" if mixed else "Precision")
+    _assert_in_loop(openreg, "openreg", mixed, dtype)
+    _assert_in_loop(cpu, "cpu", mixed, dtype)
     assert torch.equal(openreg["losses"], cpu["losses"])
     assert_same_tensors(openreg["params"], cpu["params"])
 

@@ -78,26 +78,23 @@ def max_memory_cached(device: Any = None) -> int:
     return max_memory_reserved(device)
 
 
-def reset_max_memory_allocated(device: Any = None) -> None:
-    """Deprecated in torch.cuda (it resets every peak, as here): `reset_peak_memory_stats`."""
+def _reset_peaks_as(name: str, device: Any) -> None:
     warnings.warn(
-        "torch.openreg.reset_max_memory_allocated now calls reset_peak_memory_stats, which resets all peak "
-        "memory statistics",
+        f"torch.openreg.{name} now calls reset_peak_memory_stats, which resets all peak memory statistics",
         FutureWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
     reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated in torch.cuda (it resets every peak, as here): `reset_peak_memory_stats`."""
+    _reset_peaks_as("reset_max_memory_allocated", device)
 
 
 def reset_max_memory_cached(device: Any = None) -> None:
     """Deprecated in torch.cuda (it resets every peak, as here): `reset_peak_memory_stats`."""
-    warnings.warn(
-        "torch.openreg.reset_max_memory_cached now calls reset_peak_memory_stats, which resets all peak "
-        "memory statistics",
-        FutureWarning,
-        stacklevel=2,
-    )
-    reset_peak_memory_stats(device)
+    _reset_peaks_as("reset_max_memory_cached", device)
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
