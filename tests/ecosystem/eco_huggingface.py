@@ -2,10 +2,12 @@
 variables, against the same runs on the CPU; from_pretrained(device_map=...) onto openreg; resuming
 from a checkpoint; safetensors' loading onto the device (docs/ecosystem.md)."""
 
+import json
 import pathlib
 
 import pytest
 import torch
+from distributed_harness import free_port
 from ecosystem_runs import assert_same_tensors, run_script
 
 ON_OPENREG = {"ACCELERATE_TORCH_DEVICE": "openreg"}
@@ -94,6 +96,18 @@ def test_from_pretrained_with_a_device_map_loads_onto_openreg(tmp_path, device_m
     assert openreg["devices"] == devices and cpu["devices"] == ["cpu"]
     assert_same_tensors(openreg["params"], cpu["params"])
     assert torch.equal(openreg["logits"], cpu["logits"])
+
+
+def test_accelerate_under_torchrun_on_openreg_sees_no_distributed_run(tmp_path):
+    # accelerate's _prepare_backend knows no collective backend for a PrivateUse1 device: each of the
+    # two processes believes it is alone (docs/ecosystem.md), so neither DDP nor sharding happens.
+    out = str(tmp_path / "state")
+    run_script(
+        "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+        "--master-port", str(free_port()), "accelerate_ranks.py", out, env=ON_OPENREG,
+    )
+    states = [json.loads(pathlib.Path(f"{out}.rank{rank}").read_text()) for rank in (0, 1)]
+    assert states == [{"type": "DistributedType.NO", "processes": 1, "device": "openreg"}] * 2
 
 
 def test_safetensors_loads_onto_openreg_by_index_but_refuses_the_device_name(tmp_path):

@@ -69,6 +69,14 @@ def test_device_stats_monitor_logs_the_allocator_statistics(tmp_path):
     assert len(values) >= 10 and min(values) > 0
 
 
-def test_accelerator_without_an_openreg_strategy_raises_instead_of_training_on_the_cpu(tmp_path):
-    with pytest.raises(AssertionError, match="Lightning chooses SingleDeviceStrategy"):
-        _train(tmp_path, "openreg", "openreg", "1", "auto", "32-true")
+@pytest.mark.parametrize(
+    "devices, strategy, message",
+    [
+        ("1", "auto", "Lightning chooses SingleDeviceStrategy"),  # instead of training on the CPU
+        ("2", "auto", "cannot run Lightning's DDPStrategy"),  # instead of failing in torch.cuda
+        ("2", "ddp", "cannot run Lightning's DDPStrategy"),
+    ],
+)
+def test_lightnings_own_strategies_raise_with_the_recipe(tmp_path, devices, strategy, message):
+    with pytest.raises(AssertionError, match=message):
+        _train(tmp_path, "openreg", "openreg", devices, strategy, "32-true")

@@ -12,9 +12,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def run_script(script: str, *args: str, env: dict | None = None, timeout: int = 600) -> None:
-    """Runs tests/ecosystem/`script` with `args` in a fresh interpreter; fails with its output."""
+    """Runs tests/ecosystem/`script` with `args` in a fresh interpreter (or `-m module` with args,
+    from that folder); fails with its output."""
+    command = [sys.executable, script, *args] if script == "-m" else [sys.executable, str(HERE / script), *args]
     result = subprocess.run(
-        [sys.executable, str(HERE / script), *args],
+        command,
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,

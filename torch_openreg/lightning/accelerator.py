@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch.accelerators import Accelerator
+from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 
@@ -42,7 +43,8 @@ class OpenRegAccelerator(Accelerator):
     know from a list of its own (its `SingleDeviceStrategy("cpu")` for one device, `DDPStrategy` for
     several, which needs CUDA streams), so the strategy is named too: "openreg_single" or
     "openreg_ddp" (torch_openreg/lightning/strategies.py). A strategy that puts the model anywhere
-    else raises here instead of training silently on the CPU."""
+    else, or Lightning's DDPStrategy, raises here instead of training silently on the CPU or
+    failing in torch.cuda."""
 
     def setup_device(self, device: torch.device) -> None:
         if device.type != "openreg":
@@ -54,7 +56,17 @@ class OpenRegAccelerator(Accelerator):
         torch.openreg.set_device(device)
 
     def setup(self, trainer: Any) -> None:
-        pass
+        # Lightning's own DDPStrategy (strategy="ddp", or "auto" with several devices) would fail
+        # later in torch.cuda.Stream; say which strategy works instead.
+        from .strategies import OpenRegDDPStrategy
+
+        strategy = trainer.strategy
+        if isinstance(strategy, DDPStrategy) and not isinstance(strategy, OpenRegDDPStrategy):
+            raise MisconfigurationException(
+                f"Trainer(accelerator='openreg') cannot run Lightning's {type(strategy).__name__}: it builds "
+                "DistributedDataParallel inside a CUDA stream. Pass strategy='openreg_ddp' (or "
+                "'openreg_ddp_spawn') after `import torch_openreg.lightning`."
+            )
 
     def teardown(self) -> None:
         # What CUDA's accelerator does at teardown: cached blocks go back to the device.
