@@ -12,12 +12,13 @@ is the CPU. A forward pre-hook records, in every step, the device of the input a
 parameters and whether autocast is on there; OUT gets the losses, the parameters, what the hook
 saw."""
 
-import os
 import sys
 
 import torch
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
+
+from torch_openreg.transformers import OpenRegRNGState
 
 STEPS = 8
 
@@ -50,23 +51,6 @@ def _watch(model: GPT2LMHeadModel, seen: list) -> None:
         seen.append((ids.device.type, device.type, torch.is_autocast_enabled(device.type)))
 
     model.transformer.register_forward_pre_hook(hook, with_kwargs=True)
-
-
-# [marker: hf-rng-callback]
-class OpenRegRNGState(transformers.TrainerCallback):
-    """The recipe for resuming with the openreg generators' state: Trainer saves and restores the
-    CPU's and CUDA's (and a few other devices') generators with a checkpoint, not openreg's
-    (docs/ecosystem.md). This saves them beside Trainer's rng_state.pth and restores them when
-    training resumes from that checkpoint, before the first step."""
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        torch.save(torch.openreg.get_rng_state_all(), os.path.join(folder, "openreg_rng_state.pth"))
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        saved = os.path.join(args.output_dir, f"checkpoint-{state.global_step}", "openreg_rng_state.pth")
-        if state.global_step > 0 and os.path.exists(saved):
-            torch.openreg.set_rng_state_all(torch.load(saved))
 
 
 def _arguments(out: str, **kwargs) -> transformers.TrainingArguments:
