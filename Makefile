@@ -11,7 +11,7 @@ SOURCES = $(shell find runtime bench csrc torch_openreg/csrc -name '*.h' -o -nam
 SANITIZER_ENV := OPENREG_STRESS_SCALE=4 TSAN_OPTIONS=atexit_sleep_ms=0:second_deadlock_stack=1 \
                  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all setup build test test-abi test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed conformance-pytorch
+.PHONY: all setup build test test-abi test-runtime test-python test-wheel sanitize fuzz check-docs check-format check-lint format demo tour bench conformance clean test-ipc bench-profiler bench-graphs bench-compile conformance-compile test-compile-long test-distributed bench-distributed conformance-pytorch test-ecosystem
 
 all: build
 
@@ -217,3 +217,32 @@ test-distributed: build
 bench-distributed: build
 	@mkdir -p bench/results
 	$(PYTHON) bench/distributed_bench.py bench/results/distributed.json
+
+# The libraries people train with (Lightning, transformers, accelerate, DeepSpeed; docs/ecosystem.md), each
+# run on openreg against the same run on the CPU (tests/ecosystem/eco_*.py, named so that `make test`
+# does not collect them). Their own venv, .venv-ecosystem/, made here: torch pinned by
+# constraints.txt, the package installed in editable mode from this tree's build/release.
+ECO_VENV := $(CURDIR)/.venv-ecosystem
+$(ECO_VENV)/.requirements-installed: requirements-ecosystem.txt requirements-ecosystem-sdist.txt \
+    requirements-dev.txt constraints.txt
+	[ -x $(ECO_VENV)/bin/python ] || python3 -m venv $(ECO_VENV)
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(ECO_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check torch==2.13.0 -r requirements-dev.txt -r requirements-ecosystem.txt
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(ECO_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check --no-build-isolation -r requirements-ecosystem-sdist.txt
+	touch $@
+$(ECO_VENV)/.openreg-installed: $(ECO_VENV)/.requirements-installed pyproject.toml setup.py
+	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
+	  $(ECO_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	touch $@
+
+test-ecosystem: build
+	@$(MAKE) --no-print-directory $(ECO_VENV)/.openreg-installed
+	$(ECO_VENV)/bin/python -m pytest -q tests/ecosystem/eco_*.py
+
+# The same libraries' training steps, openreg against the CPU in one process (bench/ecosystem_bench.py).
+.PHONY: bench-ecosystem
+bench-ecosystem: build
+	@$(MAKE) --no-print-directory $(ECO_VENV)/.openreg-installed
+	@mkdir -p bench/results
+	$(ECO_VENV)/bin/python bench/ecosystem_bench.py bench/results/ecosystem.json

@@ -10,6 +10,7 @@ all-reduce, and `python -m torch_openreg`.
 
 import datetime
 import importlib
+import importlib.util
 import os
 import pkgutil
 import subprocess
@@ -35,6 +36,10 @@ def test_import_torch_alone_loads_openreg_from_site_packages():
     assert torch.accelerator.current_accelerator().type == "openreg"
 
 
+# The package's integrations with other libraries (docs/ecosystem.md): subpackage -> the library.
+_INTEGRATIONS = {"lightning": "lightning", "deepspeed": "deepspeed", "transformers": "transformers"}
+
+
 def test_every_module_of_the_package_imports():
     import torch_openreg
 
@@ -45,6 +50,13 @@ def test_every_module_of_the_package_imports():
     for name in names:
         if name == "torch_openreg.__main__":
             continue  # runs the report on import; the last test runs it as a program
+        library = _INTEGRATIONS.get(name.split(".")[1])
+        if library is not None and importlib.util.find_spec(library) is None:
+            # An integration with a library this environment lacks says which library it needs.
+            with pytest.raises(ModuleNotFoundError) as missing:
+                importlib.import_module(name)
+            assert missing.value.name == library, missing.value
+            continue
         module = importlib.import_module(name)
         assert Path(module.__file__).resolve().is_relative_to(SITE), module.__file__
 

@@ -152,6 +152,33 @@ def get_device_capability(device: _device_t = None) -> tuple[int, int]:
     return props["major"], props["minor"]
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True: every operator runs the CPU's kernel, bfloat16 ones included (accelerate, transformers
+    and DeepSpeed ask before they enable bf16). `including_emulation` is torch.cuda's argument;
+    there is nothing emulated to exclude."""
+    return is_available()
+
+
+def is_tf32_supported() -> bool:
+    """False: float32 matrix products run the CPU's kernels in full float32, never TensorFloat-32."""
+    return False
+
+
+# torch.cuda.has_half: float16 tensors and kernels exist on the device.
+has_half: bool = True
+
+
+def can_device_access_peer(device: _device_t, peer: _device_t) -> bool:
+    """True for two valid devices: every openreg device of the process can copy to and from every
+    other (csrc/aten/Copy.cpp). Raises for an index outside 0..device_count()-1, as CUDA does."""
+    count = device_count()
+    index, peer_index = _index(device), _index(peer)
+    for name, value in (("device", index), ("peer", peer_index)):
+        if not 0 <= value < count:
+            raise AssertionError(f"openreg: invalid {name} id {value} (device_count() is {count})")
+    return True
+
+
 def _sleep(milliseconds: int) -> None:
     """Keeps the current stream busy for `milliseconds` (for tests, like torch.cuda._sleep)."""
     _lazy_init()
@@ -176,6 +203,7 @@ __all__ = [
     "debug",
     "Stream",
     "StreamContext",
+    "can_device_access_peer",
     "current_device",
     "current_stream",
     "default_stream",
@@ -186,9 +214,12 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "has_half",
     "init",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
+    "is_tf32_supported",
     "set_device",
     "set_stream",
     "stream",

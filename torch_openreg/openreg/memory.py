@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,19 @@ def memory_stats(device: Any = None) -> OrderedDict[str, Any]:
     return stats
 
 
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """`memory_stats` as nested dictionaries ({"allocated_bytes": {"all": {"current": ...}}}), the
+    shape `torch.cuda.memory_stats_as_nested_dict` returns; the private pools' keys stay "0_1"."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
 def memory_allocated(device: Any = None) -> int:
     """Bytes held by tensors on the device."""
     return torch.accelerator.memory_allocated(_index(device))
@@ -50,6 +64,39 @@ def memory_reserved(device: Any = None) -> int:
 
 def max_memory_reserved(device: Any = None) -> int:
     return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def memory_cached(device: Any = None) -> int:
+    """Deprecated in torch.cuda, kept because libraries still call it: `memory_reserved`."""
+    warnings.warn("torch.openreg.memory_cached has been renamed to memory_reserved", FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated in torch.cuda, kept because libraries still call it: `max_memory_reserved`."""
+    warnings.warn(
+        "torch.openreg.max_memory_cached has been renamed to max_memory_reserved", FutureWarning, stacklevel=2
+    )
+    return max_memory_reserved(device)
+
+
+def _reset_peaks_as(name: str, device: Any) -> None:
+    warnings.warn(
+        f"torch.openreg.{name} now calls reset_peak_memory_stats, which resets all peak memory statistics",
+        FutureWarning,
+        stacklevel=3,
+    )
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated in torch.cuda (it resets every peak, as here): `reset_peak_memory_stats`."""
+    _reset_peaks_as("reset_max_memory_allocated", device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Deprecated in torch.cuda (it resets every peak, as here): `reset_peak_memory_stats`."""
+    _reset_peaks_as("reset_max_memory_cached", device)
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
@@ -69,6 +116,19 @@ def empty_cache() -> None:
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of the device, as the device sees them (cached memory is not free)."""
     return torch.accelerator.get_memory_info(_index(device))
+
+
+def device_memory_used(device: Any = None) -> int:
+    """Bytes of the device in use (total minus free): the device's own count, where CUDA asks the
+    driver's management library. Memory cached by the allocator is in use."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+def get_allocator_backend() -> str:
+    """The allocator behind openreg tensors: "native", the caching allocator (csrc/core/allocator/);
+    there is no other backend to choose."""
+    return "native"
 
 
 def memory_snapshot() -> list[dict[str, Any]]:
@@ -189,17 +249,24 @@ def use_mem_pool(pool: MemPool, device: Any = None) -> Iterator[None]:
 
 __all__ = [
     "MemPool",
+    "device_memory_used",
     "empty_cache",
+    "get_allocator_backend",
     "get_per_process_memory_fraction",
     "max_memory_allocated",
+    "max_memory_cached",
     "max_memory_reserved",
     "mem_get_info",
     "memory_allocated",
+    "memory_cached",
     "memory_reserved",
     "memory_snapshot",
     "memory_stats",
+    "memory_stats_as_nested_dict",
     "memory_summary",
     "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
     "use_mem_pool",

@@ -24,6 +24,13 @@ def _generator(device: Any = None) -> torch.Generator:
     return _C._get_default_generator(_index(device))
 
 
+# The default generator of each device, as `torch.cuda.default_generators` lists them. Making them
+# does not initialize a device (csrc/core/Generator.cpp keeps one per device from the first call).
+default_generators: tuple[torch.Generator, ...] = tuple(
+    _C._get_default_generator(index) for index in range(_C._get_device_count())
+)
+
+
 def get_rng_state(device: Any = "openreg") -> torch.Tensor:
     """The generator state of `device` as a CPU ByteTensor."""
     return _generator(device).get_state()
@@ -68,6 +75,7 @@ def initial_seed() -> int:
 
 
 __all__ = [
+    "default_generators",
     "get_rng_state",
     "get_rng_state_all",
     "initial_seed",
