@@ -22,7 +22,7 @@ PRESENT = {
     "max_memory_reserved", "memory_cached", "max_memory_cached", "memory_stats", "memory_stats_as_nested_dict",
     "memory_summary", "memory_snapshot", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "reset_max_memory_cached", "device_memory_used", "get_allocator_backend",
-    "ipc_collect",
+    "ipc_collect", "MemPool", "use_mem_pool", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
     # random numbers
     "random", "default_generators", "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
