@@ -102,6 +102,27 @@ def test_max_split_size_keeps_large_blocks_whole():
     assert whole["snapshot"] == whole["reserved"] and split["snapshot"] == split["reserved"]
 
 
+def test_max_non_split_rounding_lets_a_large_block_serve_a_request_close_to_its_size():
+    code = """
+    x = torch.empty(100 * 2**20, dtype=torch.uint8, device="openreg"); del x
+    before = m.memory_stats()["num_device_alloc"]
+    y = torch.empty(70 * 2**20, dtype=torch.uint8, device="openreg")
+    print(json.dumps(m.memory_stats()["num_device_alloc"] - before))
+    """
+    # 100 MiB >= 70 + 20: a new segment; 100 < 70 + 40: the cached block serves it whole.
+    assert run_json(code, {"PYTORCH_OPENREG_ALLOC_CONF": "max_split_size_mb:64"}) == 1
+    assert run_json(code, {"PYTORCH_OPENREG_ALLOC_CONF": "max_split_size_mb:64,max_non_split_rounding_mb:40"}) == 0
+
+
+def test_large_segment_size_sets_the_segment_of_mid_sized_requests():
+    code = """
+    t = torch.empty(5 * 2**20, dtype=torch.uint8, device="openreg")
+    print(json.dumps(m.memory_stats()["reserved_bytes.large_pool.current"] // 2**20))
+    """
+    assert run_json(code) == 20
+    assert run_json(code, {"PYTORCH_OPENREG_ALLOC_CONF": "large_segment_size_mb:40"}) == 40
+
+
 def test_roundup_power2_divisions_rounds_requests_to_a_few_sizes():
     code = """
     t = torch.empty(1_100_000, dtype=torch.uint8, device="openreg")
