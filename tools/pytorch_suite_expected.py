@@ -27,6 +27,8 @@ FAST_PATH = ("torch.nn's TransformerEncoderLayer takes its fast path on the Priv
              "CPU and CUDA (torch/nn/modules/transformer.py, _supported_device_type), so a fully masked "
              "row gives NaN as on the CPU; the test expects the slow path's zeros on every device but "
              "CPU and CUDA")
+CPU_KERNELS = ("openreg computes with the CPU's kernels, which interpolate uint8 (bilinear, bicubic); the "
+               "test expects CUDA's refusal on every device but the CPU")
 NESTED = ("nested tensors (torch.nested, the transformer fast path's input) have no openreg kernels: "
           "refused, as sparse layouts are (docs/conformance.md)")
 
@@ -58,6 +60,13 @@ EXPECTED: dict[str, dict[str, str]] = {
         "test_one_hot": AT_SYNC,
         "test_TransformerEncoderLayer_empty": NESTED,
         "test_transformerencoderlayer": FAST_PATH,
+        **{
+            f"test_upsamplingBiMode2d_nonsupported_dtypes_antialias_{aa}_num_channels_{c}_mode_{mode}_uint8"
+            "_openreg_uint8": CPU_KERNELS
+            for aa in (False, True)
+            for c in (3, 5)
+            for mode in ("bicubic", "bilinear")
+        },
     },
 }
 

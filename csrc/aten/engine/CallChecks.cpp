@@ -118,9 +118,10 @@ void randomOnStandIn(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
 // stand-ins, so that the common call pays a comparison or two and no kernel.
 using MightRefuse = bool (*)(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
 
-template <MightRefuse kMightRefuse>
+template <MightRefuse kMightRefuse, at::Tensor (*kStandIn)(const at::Tensor&) = &smallStandIn>
 void askCpuIf(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::Device device) {
-  if (kMightRefuse(op.schema(), args)) runOnStandIns(op, args, device, /*keepWarnings=*/false);
+  if (kMightRefuse(op.schema(), args))
+    runOnStandIns(op, args, device, /*keepWarnings=*/false, kStandIn);
 }
 
 c10::ScalarType outDtype(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
@@ -162,8 +163,9 @@ bool negativeSlopeOnResult(const c10::FunctionSchema& schema, c10::ArrayRef<c10:
   return isResult && slope && args[*isResult].toBool() && args[*slope].toScalar().toDouble() < 0;
 }
 
-// The interpolating upsample kernels take floating-point inputs only on the CPU (integer ones for
-// some modes): asked for any other input.
+// The interpolating upsample kernels take floating-point inputs only on the CPU (uint8 for some
+// modes, channel counts and layouts): asked for any other input, on stand-ins of the same layout,
+// since the answer depends on the sizes.
 bool selfNotFloating(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
   return !args.empty() && args[0].isTensor() && !args[0].toTensor().is_floating_point();
 }
@@ -463,7 +465,8 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   } else if (writes) {
     add(&writtenApartFromPartialInputs, false);
   }
-  if (op.find("upsample_") != std::string_view::npos) add(&askCpuIf<&selfNotFloating>, false);
+  if (op.find("upsample_") != std::string_view::npos)
+    add(&askCpuIf<&selfNotFloating, &sameLayoutStandIn>, false);
   if (op == "aten::leaky_relu_backward" || op == "aten::elu_backward")
     add(&askCpuIf<&negativeSlopeOnResult>, false);
   // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.
