@@ -108,6 +108,47 @@ def test_values_computed_from_a_failed_result_raise_the_original_error():
         derived.cpu()  # ...but the values stay unreadable
 
 
+# Note [Meta errors at the call] (csrc/aten/engine/CallChecks.h): the call's own shape error, in
+# the CPU's words and type, without synchronizing the stream, so an earlier task's pending failure
+# cannot take its place; that failure is reported at the next synchronization, as before.
+SHAPE_ERRORS = {
+    "add": (lambda a, b: a + b, lambda: (torch.ones(3), torch.ones(4))),
+    "mm": (torch.mm, lambda: (torch.ones(2, 3), torch.ones(4, 5))),
+    "cat": (lambda a, b: torch.cat([a, b]), lambda: (torch.ones(2, 3), torch.ones(2, 4))),
+    "index_select dim": (lambda a, b: a.index_select(5, b), lambda: (torch.ones(2, 3), torch.tensor([0]))),
+}
+
+
+@pytest.mark.parametrize("name", SHAPE_ERRORS)
+def test_a_shape_error_is_raised_at_the_call_while_a_failure_is_pending(name):
+    op, make = SHAPE_ERRORS[name]
+    cpu_args = make()
+    with pytest.raises(Exception) as cpu:
+        op(*cpu_args)
+    device_args = [t.to("openreg") for t in cpu_args]
+    openreg.synchronize()
+    r = failed_result()  # queued: its failure is pending on the stream
+    with pytest.raises(type(cpu.value)) as info:
+        op(*device_args)
+    message = str(info.value)
+    assert message.startswith(str(cpu.value).split("\n")[0]), message  # the CPU's words first
+    assert "on openreg:0" in message and "index out of range" not in message, message
+    with pytest.raises(IndexError) as pending:  # the earlier failure, at the next synchronization
+        openreg.synchronize()
+    assert "aten::index_select" in str(pending.value)
+    with pytest.raises(IndexError):
+        r.cpu()  # its result stays unreadable
+
+
+def test_a_meta_kernel_that_needs_data_leaves_the_call_to_the_cpu_kernel():
+    # repeat_interleave's Meta kernel cannot size its result without the repeats' values: the
+    # CPU kernel on zero stand-ins accepts the call, which then runs on the data.
+    x = torch.arange(3.0)
+    repeats = torch.tensor([1, 0, 2])
+    got = torch.repeat_interleave(x.to("openreg"), repeats.to("openreg"))
+    assert torch.equal(got.cpu(), torch.repeat_interleave(x, repeats))
+
+
 def test_work_independent_of_the_failure_runs_and_overwriting_makes_data_again():
     x = torch.randn(5, 4)
     on_device = x.to("openreg")

@@ -74,6 +74,27 @@ int runtimeVersion() {
   return version;
 }
 
+std::vector<orConfigVariable> configVariables() {
+  int count = 0;
+  OPENREG_CHECK(orConfigGetVariableCount(&count));
+  std::vector<orConfigVariable> variables(count);
+  for (int i = 0; i < count; ++i) OPENREG_CHECK(orConfigGetVariable(i, &variables[i]));
+  return variables;
+}
+
+std::string configValue(const char* name, bool* fromEnvironment) {
+  const char* value = nullptr;
+  orConfigSource source = orConfigSourceDefault;
+  if (const orError_t error = orConfigGetValue(name, &value, &source); error != orSuccess) {
+    // An invalid value is the user's to fix: a ValueError naming the variable, as Python's own
+    // checks of a setting raise.
+    TORCH_CHECK_VALUE(error != orErrorInvalidValue, orGetLastErrorMessage());
+    OPENREG_CHECK(error);
+  }
+  if (fromEnvironment != nullptr) *fromEnvironment = source == orConfigSourceEnvironment;
+  return value;
+}
+
 DeviceScope::DeviceScope(c10::DeviceIndex device) : previous_(ExchangeDevice(device)) {}
 
 DeviceScope::~DeviceScope() {

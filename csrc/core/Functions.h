@@ -8,9 +8,11 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <openreg/runtime.h>
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "core/Macros.h"
 
@@ -40,6 +42,15 @@ struct DeviceProperties {
 OPENREG_TORCH_API DeviceProperties getDeviceProperties(c10::DeviceIndex device);
 // The runtime library's version (orRuntimeGetVersion).
 OPENREG_TORCH_API int runtimeVersion();
+
+// The value in effect of one of openreg's environment variables, read through the runtime's
+// registry (Note [Configuration variables] in runtime/src/ConfigVariables.h): the environment's
+// text, checked against the registry, or the variable's default. An invalid value raises a
+// ValueError naming the variable, the value and what it accepts.
+// *fromEnvironment (may be null): whether the value is the environment's.
+OPENREG_TORCH_API std::string configValue(const char* name, bool* fromEnvironment = nullptr);
+// Every entry of the registry.
+OPENREG_TORCH_API std::vector<orConfigVariable> configVariables();
 
 // RAII: makes `device` current for the scope when it differs. For code inside this library that
 // must call device-relative runtime functions; PyTorch code uses c10::DeviceGuard instead.

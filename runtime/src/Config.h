@@ -1,10 +1,12 @@
-// The runtime's configuration, read once from the environment at initialization.
-// Every variable is listed in README.md; invalid values fail initialization with a message naming
-// the variable (orErrorInitializationError), never a silent default.
+// The runtime's configuration, read once from the environment at initialization, through the
+// registry of variables (Note [Configuration variables] in ConfigVariables.h); invalid values fail
+// initialization with a message naming the variable (orErrorInitializationError), never a silent
+// default. The defaults below are the registry's.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace openreg {
 
@@ -26,6 +28,10 @@ struct Config {
 // Parses the environment into `out`. Returns "" on success, else a message naming the variable,
 // the value and what is accepted.
 std::string readConfigFromEnvironment(Config& out);
+
+// The value of the runtime's variable `name` in `config`, as text ("6442450944", "auto", "1").
+// False when `name` is not one of the runtime's variables.
+bool configValueText(const Config& config, std::string_view name, std::string* text);
 
 // Default device capacity: a quarter of physical memory, at least 256 MiB, page aligned.
 std::size_t defaultDeviceMemory();

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "TestUtil.h"
@@ -149,6 +151,52 @@ TEST(DeviceConfig, InvalidValueFailsInitializationNamingTheVariable) {
                       : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Note [Configuration variables]: the registry declares every variable once, with every field;
+// the runtime's values are its configuration's, the others' the environment's once valid.
+TEST(DeviceConfig, TheRegistryDeclaresEachVariableAndReportsItsValue) {
+  int count = 0;
+  OR_OK(orConfigGetVariableCount(&count));
+  EXPECT_EQ(count, 17);
+  std::set<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    orConfigVariable v{};
+    OR_OK(orConfigGetVariable(i, &v));
+    ASSERT_TRUE(v.name && v.reader && v.defaultValue && v.accepted && v.meaning);
+    EXPECT_TRUE(names.insert(v.name).second) << v.name << " is declared twice";
+  }
+  orConfigVariable past{};
+  EXPECT_EQ(orConfigGetVariable(count, &past), orErrorInvalidValue);
+  EXPECT_NE(std::strstr(orGetLastErrorMessage(), "orConfigGetVariable: index 17"), nullptr);
+
+  const char* value = nullptr;
+  orConfigSource source = orConfigSourceEnvironment;
+  orDeviceProp prop;
+  OR_OK(orGetDeviceProperties(&prop, 0));
+  OR_OK(orConfigGetValue("OPENREG_DEVICE_MEMORY", &value, &source));
+  EXPECT_EQ(std::to_string(prop.totalGlobalMem), value);
+  OR_OK(orConfigGetValue("OPENREG_OPENMP_RELEASE", &value, nullptr));
+  EXPECT_TRUE(std::string(value) == "0" || std::string(value) == "1" ||
+              std::string(value) == "auto");
+  EXPECT_EQ(orConfigGetValue("OPENREG_NO_SUCH", &value, nullptr), orErrorInvalidValue);
+  EXPECT_NE(std::strstr(orGetLastErrorMessage(), "OPENREG_NO_SUCH is not a variable"), nullptr);
+  EXPECT_EQ(orConfigGetValue(nullptr, &value, nullptr), orErrorInvalidValue);
+
+  // A variable the runtime does not read itself: checked when it is asked for.
+  unsetenv("OPENREG_FALLBACK");
+  OR_OK(orConfigGetValue("OPENREG_FALLBACK", &value, &source));
+  EXPECT_STREQ(value, "allow");
+  EXPECT_EQ(source, orConfigSourceDefault);
+  setenv("OPENREG_FALLBACK", "warn", 1);
+  OR_OK(orConfigGetValue("OPENREG_FALLBACK", &value, &source));
+  EXPECT_STREQ(value, "warn");
+  EXPECT_EQ(source, orConfigSourceEnvironment);
+  setenv("OPENREG_FALLBACK", "sometimes", 1);
+  EXPECT_EQ(orConfigGetValue("OPENREG_FALLBACK", &value, &source), orErrorInvalidValue);
+  EXPECT_STREQ(orGetLastErrorMessage(),
+               "openreg: invalid OPENREG_FALLBACK='sometimes': expected allow, warn or error.");
+  unsetenv("OPENREG_FALLBACK");
 }
 
 TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {

@@ -216,6 +216,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // The registry of environment variables (Note [Configuration variables]).
+  m.def("_config_variables", translated(+[] {
+          py::list out;
+          for (const orConfigVariable& v : openreg::configVariables())
+            out.append(py::make_tuple(v.name, v.reader, v.defaultValue, v.accepted, v.meaning));
+          return out;
+        }));
+  m.def("_config_value", translated(+[](const std::string& name) {
+          bool fromEnvironment = false;
+          std::string value = openreg::configValue(name.c_str(), &fromEnvironment);
+          return py::make_tuple(value, fromEnvironment);
+        }));
   // Sharing between processes (core/Ipc.h, torch_openreg/openreg/ipc.py).
   m.def("_ipc_share_storage", translated(+[](py::object storage) {
           const auto s = openreg::ipc::shareStorage(torch::createStorage(storage.ptr()));

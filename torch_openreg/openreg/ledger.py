@@ -15,7 +15,6 @@ for the process, `copying_fallback(...)` for a block of code.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 from .. import _C
@@ -80,7 +79,7 @@ def _canonical(op: str) -> str:
 
 # [marker: copying-ops-env]
 def _route_from_environment() -> None:
-    for op in filter(None, os.environ.get("OPENREG_COPYING_OPS", "").split(",")):
+    for op in filter(None, _C._config_value("OPENREG_COPYING_OPS")[0].split(",")):
         _C._route_to_copying_fallback(op.strip())
 
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ScalarOps.h>
@@ -13,16 +14,21 @@
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
+#include <c10/util/FunctionRef.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "aten/engine/Arguments.h"
@@ -89,12 +95,49 @@ at::Tensor sameLayoutStandIn(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU)).zero_();
 }
 
+struct Mapping {
+  void* start;
+  size_t bytes;
+};
+
+// A CPU storage of `bytes` that costs nothing until written: a private anonymous mapping reads as
+// zeros (the kernel's zero page), so a stand-in of a gigabyte tensor is made and dropped in
+// microseconds.
+c10::Storage zeroPages(size_t bytes) {
+  const size_t length = std::max<size_t>(bytes, 1);
+  void* pages = mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  TORCH_CHECK(pages != MAP_FAILED, "openreg: no host address space for a stand-in of ", bytes,
+              " bytes");
+  c10::DataPtr data(
+      pages, new Mapping{pages, length},
+      [](void* context) {
+        auto* mapping = static_cast<Mapping*>(context);
+        munmap(mapping->start, mapping->bytes);
+        delete mapping;
+      },
+      c10::Device(c10::kCPU));
+  // Resizable, as a CPU tensor's storage is: a kernel may resize its out= stand-in.
+  return c10::Storage(c10::Storage::use_byte_size_t(), bytes, std::move(data),
+                      c10::GetCPUAllocator(), /*resizable=*/true);
+}
+
+// A zero CPU stand-in of the same sizes and strides, over zero pages when it is not small.
+at::Tensor zeroPagesStandIn(const at::Tensor& t) {
+  const size_t bytes =
+      at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize());
+  constexpr size_t kSmall = size_t{64} << 10;
+  if (bytes < kSmall) return sameLayoutStandIn(t);
+  return at::empty({0}, t.options().device(c10::kCPU))
+      .set_(zeroPages(bytes), 0, t.sizes(), t.strides());
+}
+
 // The CPU kernel on CPU stand-ins, with a generator of its own, so that no user generator moves:
 // every check the kernel makes on dtypes, dimensions and Scalars is the CPU's, in its words, at
 // the call.
 void runOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                    c10::Device device, bool keepWarnings,
-                   at::Tensor (*standIn)(const at::Tensor&) = &smallStandIn) {
+                   c10::function_ref<at::Tensor(const at::Tensor&)> standIn = &smallStandIn) {
   torch::jit::Stack s = standIns(args, c10::kCPU, standIn);
   const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -145,6 +188,18 @@ bool outDtypeDiffers(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
       return true;
   }
   return false;
+}
+
+// masked_scatter_ refuses a mask of another dtype than bool (uint8 masks are no longer accepted).
+bool maskNotBool(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue> args) {
+  return args[1].toTensor().scalar_type() != at::kBool;
+}
+
+// complex(real, imag, out=): the out must be the complex dtype of the parts.
+bool complexOutDiffers(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  if (!c10::isFloatingType(args[0].toTensor().scalar_type())) return false;  // complexSameDtype's
+  return outDtype(schema, args, at::kComplexFloat) !=
+         c10::toComplexType(args[0].toTensor().scalar_type());
 }
 
 // all and any write bool (or uint8 for uint8) only.
@@ -231,6 +286,36 @@ void writtenOverlapOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::
       overlaps = at::has_internal_overlap(args[i].toTensor()) == at::MemOverlap::Yes;
   }
   if (overlaps) runOnStandIns(op, args, device, /*keepWarnings=*/false, &sameLayoutStandIn);
+}
+
+// An out= argument that shares memory with an input: some CPU kernels refuse any overlap
+// (masked_select, take, cat, kthvalue: assert_no_overlap), others only a partial one. The engine's
+// kernel-window aliases are one storage each, so the CPU kernel cannot see it; asked instead on
+// stand-ins that share memory as the device tensors do (one zero-pages buffer per device storage,
+// each stand-in at its tensor's offset): a rare call, which then pays one CPU kernel on zeros.
+void outOverlapOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                          c10::Device device) {
+  const auto& arguments = op.schema().arguments();
+  bool shares = false;
+  for (size_t i = 0; i < arguments.size() && !shares; ++i) {
+    if (!arguments[i].is_out() || !args[i].isTensor() || !args[i].toTensor().defined()) continue;
+    const at::Tensor& out = args[i].toTensor();
+    for (size_t j = 0; j < args.size() && !shares; ++j) {
+      if (j == i) continue;
+      forEachTensor(args[j], [&](const at::Tensor& input) {
+        shares = shares || (input.defined() && input.numel() > 0 && out.numel() > 0 &&
+                            at::get_overlap_status(out, input) != at::MemOverlapStatus::No);
+      });
+    }
+  }
+  if (!shares) return;
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> buffers;
+  runOnStandIns(op, args, device, /*keepWarnings=*/false, [&](const at::Tensor& t) {
+    auto [buffer, made] = buffers.try_emplace(t.storage().unsafeGetStorageImpl());
+    if (made) buffer->second = zeroPages(t.storage().nbytes());
+    return at::empty({0}, t.options().device(c10::kCPU))
+        .set_(buffer->second, t.storage_offset(), t.sizes(), t.strides());
+  });
 }
 
 // put_ without accumulate has no deterministic CPU kernel: in deterministic mode the CPU refuses
@@ -408,17 +493,26 @@ constexpr std::array<std::string_view, 8> kRandomInPlace = {
 // Found by asking the CPU kernel of every operator with an out= overload for an out of another
 // dtype (docs/conformance.md). Left out: operators whose stand-ins would fail another check first
 // (linalg_cross wants a dimension of 3, kthvalue an index within its dimension).
-constexpr std::array<std::string_view, 13> kExactOutDtype = {
-    "aten::neg",   "aten::round", "aten::bitwise_not", "aten::conj_physical", "aten::hardshrink",
-    "aten::clamp", "aten::amax",  "aten::amin",        "aten::sort",          "aten::median",
-    "aten::mode",  "aten::histc", "aten::index_select"};
+// aminmax was found by OpInfo's error inputs (tests/test_error_inputs.py).
+constexpr std::array<std::string_view, 14> kExactOutDtype = {
+    "aten::neg",   "aten::round", "aten::bitwise_not",  "aten::conj_physical", "aten::hardshrink",
+    "aten::clamp", "aten::amax",  "aten::amin",         "aten::sort",          "aten::median",
+    "aten::mode",  "aten::histc", "aten::index_select", "aten::aminmax"};
 
 }  // namespace
+
+// [marker: engine-meta-error-at-call]
+void raiseCpuErrorAtCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                         c10::Device device) {
+  runOnStandIns(op, args, device, /*keepWarnings=*/false, &zeroPagesStandIn);
+}
 
 CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   const std::string_view op = schema.name();
   const std::string_view overload = schema.overload_name();
   CallChecks checks;
+  const bool hasOut = std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                                  [](const c10::Argument& a) { return a.is_out(); });
   auto add = [&](CallCheck check, bool warns) {
     checks.checks.push_back(check);
     checks.warn = checks.warn || warns;
@@ -435,12 +529,14 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   if (op == "aten::complex" || op == "aten::polar") add(&complexSameDtype, false);
   if (op == "aten::index_put_" || op == "aten::index_put" || op == "aten::_index_put_impl_")
     add(&indexPutFits, false);
-  if (op == "aten::masked_scatter_") add(&maskExpandsToSelf, false);
+  if (op == "aten::masked_scatter_") {
+    add(&maskExpandsToSelf, false);
+    add(&askCpuIf<&maskNotBool>, false);
+  }
+  if (op == "aten::complex" && hasOut) add(&askCpuIf<&complexOutDiffers>, false);
   if (op == "aten::put_") add(&putDeterministic, false);
   if (op == "aten::arange" && overload.find("out") != std::string_view::npos)
     add(&arangeOutCount, true);
-  const bool hasOut = std::any_of(schema.arguments().begin(), schema.arguments().end(),
-                                  [](const c10::Argument& a) { return a.is_out(); });
   if (hasOut && std::find(kExactOutDtype.begin(), kExactOutDtype.end(), op) != kExactOutDtype.end())
     add(&askCpuIf<&outDtypeDiffers>, false);
   if (hasOut && (op == "aten::all" || op == "aten::any")) add(&askCpuIf<&outNotBool>, false);
@@ -460,6 +556,7 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   } else if (writes) {
     add(&writtenOverlapOnStandIns, false);
   }
+  if (hasOut) add(&outOverlapOnStandIns, false);
   if (checksInputOverlap(op)) {
     add(&writtenApartFromInputs, false);
   } else if (writes) {

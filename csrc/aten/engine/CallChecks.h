@@ -57,4 +57,18 @@ struct CallChecks {
 };
 CallChecks callChecksFor(const c10::FunctionSchema& schema);
 
+// Note [Meta errors at the call]
+// The Meta kernel refused a call. Either the call is wrong (a shape, dtype or device error) or the
+// Meta kernel cannot answer without data (repeat_interleave without output_size). The CPU kernel
+// tells which, at the call and without synchronizing: it runs on zero stand-ins of the same sizes
+// and strides (mapped pages that cost nothing until written). If it raises, that is the call's
+// error, in the CPU's words and exception type; the Meta kernel's own words often differ (add's
+// Python Meta kernel says "Attempting to broadcast a dimension of length 4", the CPU "The size of
+// tensor a (3) must match the size of tensor b (4)"). If it does not raise, this returns and the
+// call takes the synchronizing path, where the CPU kernel runs on the data. An earlier task's
+// failure therefore never replaces a call's own shape error: it stays pending for the next
+// synchronization.
+void raiseCpuErrorAtCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                         c10::Device device);
+
 }  // namespace openreg::engine

@@ -3,9 +3,9 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
+#include "core/Functions.h"
 #include "core/Hooks.h"
 
 namespace openreg::engine {
@@ -18,13 +18,10 @@ thread_local int tPolicyOverride = -1;
 thread_local int tServedCalls = 0;  // ServedCalls open on this thread
 
 FallbackPolicy policyFromEnvironment() {
-  const char* value = std::getenv("OPENREG_FALLBACK");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "allow") == 0)
-    return FallbackPolicy::Allow;
-  if (std::strcmp(value, "warn") == 0) return FallbackPolicy::Warn;
-  if (std::strcmp(value, "error") == 0) return FallbackPolicy::Error;
-  TORCH_CHECK(false, "openreg: invalid OPENREG_FALLBACK='", value,
-              "': expected allow, warn or error");
+  const std::string value = configValue("OPENREG_FALLBACK");  // checked by the registry
+  if (value == "warn") return FallbackPolicy::Warn;
+  if (value == "error") return FallbackPolicy::Error;
+  return FallbackPolicy::Allow;
 }
 
 // OPENREG_FALLBACK is configuration like the runtime's variables: a bad value fails the first use

@@ -8,6 +8,7 @@
 
 #include "aten/KernelAlias.h"
 #include "aten/engine/Arguments.h"
+#include "aten/engine/CallChecks.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/Quantized.h"
 #include "core/Functions.h"
@@ -85,7 +86,8 @@ void recordResults(const c10::FunctionSchema& schema, const torch::jit::Stack& r
 }
 
 // The Meta kernel's answer for one call (Note [Shape cache]); nullptr when the operator has no
-// Meta kernel at all. Shape, dtype and device errors propagate: they are the call site's errors.
+// Meta kernel at all. Shape, dtype and device errors are raised at the call, in the CPU's words
+// (Note [Meta errors at the call] in CallChecks.h).
 // [marker: engine-ask-meta]
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
                                           c10::ArrayRef<c10::IValue> args) {
@@ -112,12 +114,11 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
     // nonzero, boolean indexing) raises Python's NotImplementedError. Remembered per signature
     // only: the operator may answer for other inputs (index with integer indices).
-    // Any other error: either the call's own (a shape or dtype error, which the CPU kernel raises
-    // in the same words on the synchronizing path, at the call), or a Meta kernel that cannot
-    // answer without data ("cannot repeat_interleave a meta tensor without output_size"), which
-    // the CPU kernel then answers. Not remembered.
     answer->declined = true;
     answer->remember = std::string_view(e.what()).rfind("NotImplementedError", 0) == 0;
+    // Any other error is the call's own or the Meta kernel's limit: the CPU kernel decides, at
+    // the call (Note [Meta errors at the call] in CallChecks.h). Not remembered.
+    if (!answer->remember) raiseCpuErrorAtCall(op, args, device);
     return answer;
   }
   traits.metaWorks = 1;

@@ -13,7 +13,8 @@
 namespace openreg::engine {
 
 // The Meta kernel's answer for one call; nullptr when the operator has no Meta kernel at all.
-// Shape, dtype and device errors propagate: they are the call site's errors.
+// Shape, dtype and device errors are raised here, at the call, in the CPU's words (Note [Meta
+// errors at the call] in CallChecks.h).
 std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTraits& traits,
                                           c10::ArrayRef<c10::IValue> args);
 

@@ -7,12 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/Functions.h"
 
 namespace openreg::allocator {
 namespace {
@@ -187,9 +188,9 @@ void loadAllocatorConfig() {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.loaded) return;
   std::map<std::string, std::string> settings;
-  if (const char* shared = std::getenv(std::string(kShared).c_str()))
+  if (const std::string shared = configValue(std::string(kShared).c_str()); !shared.empty())
     merge(kShared, shared, /*shared=*/true, &settings);
-  if (const char* own = std::getenv(std::string(kOwn).c_str()))
+  if (const std::string own = configValue(std::string(kOwn).c_str()); !own.empty())
     merge(kOwn, own, /*shared=*/false, &settings);
   applyToC10(settings.empty() ? kShared : kOwn, settings);
   s.settings = std::move(settings);

@@ -101,6 +101,44 @@ OPENREG_RUNTIME_API orError_t orInit(unsigned int flags);
 OPENREG_RUNTIME_API orError_t orRuntimeGetVersion(int* version);
 
 /* ---------------------------------------------------------------------------------------------
+ * Configuration
+ * Every environment variable openreg reads, the runtime's and those of the layers above it, is
+ * declared once, in the runtime's registry (docs/runtime.md, "Configuration"). The layers above
+ * read theirs through orConfigGetValue, so every value is checked, and refused, the same way.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct orConfigVariable {
+  const char* name;         /* "OPENREG_DEVICE_COUNT" */
+  const char* reader;       /* "runtime", "PyTorch layer" or "Python package" */
+  const char* defaultValue; /* as documented: "2", "empty", "a quarter of physical memory ..." */
+  const char* accepted;     /* what a value may be: "an integer from 1 to 64" */
+  const char* meaning;      /* one line */
+} orConfigVariable;
+
+typedef enum orConfigSource {
+  orConfigSourceDefault = 0,     /* unset or empty in the environment */
+  orConfigSourceEnvironment = 1, /* the environment's value */
+} orConfigSource;
+
+/* [out] count: the number of variables in the registry. orErrorInvalidValue if NULL. Needs no
+ * initialization. */
+OPENREG_RUNTIME_API orError_t orConfigGetVariableCount(int* count);
+
+/* [out] variable: the registry's entry `index` (0 to count-1); its strings are static.
+ * orErrorInvalidValue for an index out of range or a NULL pointer. Needs no initialization. */
+OPENREG_RUNTIME_API orError_t orConfigGetVariable(int index, orConfigVariable* variable);
+
+/* [out] value: the value in effect of the variable `name`, as text; [out] source (may be NULL):
+ * where it came from. For the runtime's variables, the value its configuration holds (read once,
+ * the default device memory computed): this configures the runtime as a device query does, and
+ * returns its orErrorInitializationError. For the others, the environment's text, checked against
+ * the registry now, or the default ("" for "empty"). *value stays valid until the calling
+ * thread's next orConfigGetValue. orErrorInvalidValue for an unknown name or an invalid value:
+ * orGetLastErrorMessage names the variable, the value and what it accepts. */
+OPENREG_RUNTIME_API orError_t orConfigGetValue(const char* name, const char** value,
+                                               orConfigSource* source);
+
+/* ---------------------------------------------------------------------------------------------
  * Devices
  * ------------------------------------------------------------------------------------------- */
 

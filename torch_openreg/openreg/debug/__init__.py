@@ -16,9 +16,9 @@ event calls and kernel launches.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from ... import _C
 from ._common import CpuMismatchError, DebugModeError, NonFiniteError, StreamSyncError
 from .compare_cpu import CompareWithCpuMode, compare_with_cpu
 from .faults import inject_faults, set_faults
@@ -45,22 +45,28 @@ def _options(variable: str, value: str, allowed: dict[str, type]) -> dict[str, A
     return options
 
 
+def _config(name: str) -> str:
+    return _C._config_value(name)[0]
+
+
 # [marker: debug-environment]
 def _enable_from_environment() -> list[str]:
     """Enters the modes the environment asks for; returns their names."""
     enabled = []
-    value = os.environ.get("OPENREG_DEBUG_COMPARE_CPU", "0")
+    # Each value read through the runtime's registry of variables, which refuses an invalid one
+    # (Note [Configuration variables] in runtime/src/ConfigVariables.h).
+    value = _config("OPENREG_DEBUG_COMPARE_CPU")
     if value != "0":
         mode = CompareWithCpuMode(**_options("OPENREG_DEBUG_COMPARE_CPU", value, {"atol": float, "rtol": float}))
         _from_environment.append(mode.__enter__())
         enabled.append("compare_with_cpu")
-    if os.environ.get("OPENREG_DEBUG_NONFINITE", "0") != "0":
+    if _config("OPENREG_DEBUG_NONFINITE") == "1":
         _from_environment.append(CheckFiniteMode().__enter__())
         enabled.append("check_finite")
-    if os.environ.get("OPENREG_STREAM_SANITIZER", "0") != "0":
+    if _config("OPENREG_STREAM_SANITIZER") == "1":
         _from_environment.append(StreamSanitizerMode().__enter__())
         enabled.append("stream_sanitizer")
-    if value := os.environ.get("OPENREG_FAULT_INJECTION", ""):
+    if value := _config("OPENREG_FAULT_INJECTION"):
         set_faults(**_options("OPENREG_FAULT_INJECTION", value, {"oom_at": int, "kernel_at": int, "lose_device": int}))
         enabled.append("inject_faults")
     return enabled
