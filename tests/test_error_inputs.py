@@ -115,3 +115,37 @@ def test_each_bad_call_is_refused_at_the_call_in_the_cpus_words(op):
     # The device works afterwards.
     x = torch.arange(6.0).view(2, 3)
     assert torch.equal((x.to("openreg") * 2).cpu(), x * 2)
+
+
+def census() -> dict[str, int]:
+    """Every error input, classified as the test sees it (docs/errors.md quotes these counts)."""
+    counts = dict.fromkeys(("at the call", "synchronizing first", "in the task", "not as the catalogue says"), 0)
+    counts["inputs differ by device"] = 0
+    for op in OPS:
+        cpu_inputs = list(op.error_inputs("cpu"))
+        device_inputs = list(op.error_inputs("openreg"))
+        if len(cpu_inputs) != len(device_inputs):
+            counts["inputs differ by device"] += len(cpu_inputs)
+            continue
+        for index, (cpu_input, device_input) in enumerate(zip(cpu_inputs, device_inputs, strict=True)):
+            if not isinstance(cpu_error(op, cpu_input.sample_input), cpu_input.error_type):
+                counts["not as the catalogue says"] += 1
+                continue
+            drain()
+            pending_failure()
+            where, error = refusal(op, device_input.sample_input)
+            if where == "call" and not is_pending_failure(error):
+                counts["at the call"] += 1
+            elif (op.name, index) in IN_THE_TASK:
+                counts["in the task"] += 1
+            else:
+                counts["synchronizing first"] += 1
+            drain()
+    return counts
+
+
+if __name__ == "__main__":
+    import torch_openreg  # noqa: F401
+
+    for kind, count in census().items():
+        print(f"{count:5d}  {kind}")

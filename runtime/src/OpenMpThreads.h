@@ -6,29 +6,27 @@
 // thread that runs a parallel region keeps a pool of helper threads for the next one, so in a
 // process that uses openreg there are two pools: each worker's, and the host thread's once it
 // has run a CPU operator that parallelizes (a large host-to-device copy is enough). Between
-// regions a pool's helpers spin for the next one (about 3 ms), but only while the process has no
-// more OpenMP threads than cores, idle pools included; past that libgomp counts the machine as
-// oversubscribed and the helpers sleep after ~100 spins, so every parallel region pays a futex
-// wake-up of a helper on a sleeping core, tens of microseconds.
+// regions a pool's helpers spin for the next one, but only while the process has no more OpenMP
+// threads than cores, idle pools included; past that libgomp counts the machine as
+// oversubscribed and the helpers soon sleep, so every parallel region pays a futex wake-up of a
+// helper on a sleeping core.
 //
 // A pool only needs to exist while its thread computes. So a thread that has waited for
-// OPENREG_OPENMP_RELEASE_US (1 ms by default) ends its helpers with OpenMP 5.0's
+// OPENREG_OPENMP_RELEASE_US ends its helpers with OpenMP 5.0's
 // omp_pause_resource_all, which in libgomp ends the calling thread's helpers and lowers the count:
 //  - a device worker that found no work for that long (Executor.cpp, worker-loop);
 //  - a host thread blocked that long on the device: a synchronize, an event, a blocking copy, a
 //    full queue (Stream::waitFor, EventRecord::wait);
 //  - a host thread that wakes a device whose worker went that long without work
 //    (Executor::schedule): the host was busy elsewhere, perhaps with parallel CPU operators.
-// The thread's next parallel region starts a new pool (about 50 µs, once); thread counts, and so
-// every kernel's result, are unchanged. Measured on 2 cores: the CPU's MLP training step beside
-// openreg went from 1.18 to 0.25 ms, as without openreg, and a replayed MLP step from 0.98 to
-// 0.13 ms.
+// The thread's next parallel region starts a new pool, once; thread counts, and so every
+// kernel's result, are unchanged. What it saves is measured in docs/graphs.md ("Threads: OpenMP
+// helpers on shared cores").
 //
 // But libgomp counts one process's threads, and spinning helpers only pay while cores are free.
-// With two processes using openreg on 2 cores, releasing made things worse: two processes
-// training concurrently took 22-24 ms per step against 14-15 ms, and in the distributed bench a
-// step on one device 191 ms against 7.4, because one process's spinning helpers keep the cores
-// from the other's threads. So by default (OPENREG_OPENMP_RELEASE=auto) a thread releases only
+// With two processes using openreg sharing the cores, releasing made things worse (the same
+// chapter has the figures), because one process's spinning helpers keep the cores from the
+// other's threads. So by default (OPENREG_OPENMP_RELEASE=auto) a thread releases only
 // while its process is the only one on the machine using openreg: each process holds a read lock
 // on a file (registerOpenregProcess, at initialization), and aloneOnMachine asks whether another
 // process holds one. OPENREG_OPENMP_RELEASE=1 releases whatever the other processes, 0 never
@@ -38,9 +36,8 @@
 namespace openreg {
 
 // Ends the calling thread's OpenMP helper threads, if GNU OpenMP is loaded in the process and the
-// thread is outside any parallel region; does nothing otherwise. Costs ~25 µs when the thread has
-// helpers and well under a microsecond when it has none (a dlopen lookup while libgomp is not
-// loaded).
+// thread is outside any parallel region; does nothing otherwise. Cheap when the thread has no
+// helpers (a lookup of libgomp's symbol), so callers need not track whether it has any.
 void releaseOpenMpThreads() noexcept;
 
 // Counts this process among those using openreg on the machine (once; at initialization).

@@ -10,12 +10,10 @@
 // wait and the wake-up that must follow it, on either side.
 // Between checks the spinner calls sched_yield: the host thread and a worker often share a core
 // (a wake-up puts the woken thread beside its waker), and the thread waited for must get the core
-// to make progress. Workers spun with the `pause` instruction until stop 22: a worker that shared
-// the host's core then took it from the host for its whole spin, and in about half the processes
-// tiny operators cost the host twice as much (engine bench, tiny geometric mean 1.6-2.1 against
-// 1.24-1.36 in every process with sched_yield), and a greedy Llama `generate` took 42-48 ms
-// against 31-43. With nothing else to run, sched_yield returns at once: a record-then-synchronize
-// round trip stayed at 0.6 µs.
+// to make progress. A spinner that kept the core (the `pause` instruction) took it from the thread
+// it waited for whenever the two shared a core; with nothing else to run, sched_yield returns at
+// once, so a lone spinner loses nothing. The figures are in docs/graphs.md ("Threads: OpenMP
+// helpers on shared cores"), beside the benches that measure them.
 // spinUntil returns whether the predicate became true within the window; the caller decides what
 // "block" means for it (and re-checks the predicate under its own lock before sleeping), and
 // sleeps with sleepUntil, which gives the thread's OpenMP threads back once it has slept for

@@ -1,6 +1,6 @@
 """The changes to PyTorch 2.13.0 that compiling for openreg needs, both for one reason: Inductor
-decides "is this the C++ backend?" by the device type being "cpu". Nothing else in torch_openreg
-patches torch.
+decides "is this the C++ backend?" by the device type being "cpu". docs/design.md ("Patches of
+torch") lists every patch of torch in torch_openreg, these and the one torch.distributed needs.
 
 # [marker: inductor-cpu-guard-patch]
 Note [Inductor's CPU-only guards]

@@ -2,8 +2,9 @@
 //
 // [marker: engine-call-checks]
 // Note [Call checks]
-// The asynchronous path raises at the call what the Meta kernel raises (shape, dtype and device
-// errors); what only the CPU kernel checks is raised in the task, and reaches the program at the
+// The asynchronous path raises at the call what the Meta kernel refuses (shape, dtype and device
+// errors, in the CPU kernel's words: Note [Meta errors at the call] below); what only the CPU
+// kernel checks is raised in the task, and reaches the program at the
 // next synchronization (docs/errors.md). A check that needs no data (a dtype, a Scalar's kind or
 // value) runs at the call instead, where the CPU raises it, with the CPU's words, exception type
 // and warnings, for the operators whose Meta kernel lacks it (found by PyTorch's own tests,
@@ -38,7 +39,12 @@
 //  - the deprecation warning of index_put_, index_fill_ and masked_fill_ on an expanded self;
 //  - for every operator that writes, TensorIterator's refusal of a written argument that
 //    partially overlaps an input (x[:-1].add_(x[1:])): on the engine's aliases, one storage each,
-//    the CPU kernel cannot see the overlap, and a Meta kernel has no addresses to compare.
+//    the CPU kernel cannot see the overlap, and a Meta kernel has no addresses to compare;
+//  - an out= argument that shares memory with an input at all: the CPU kernel on stand-ins that
+//    share memory as the device tensors do (masked_select, take, cat and kthvalue refuse even a
+//    full overlap, which the engine's aliases hid: found by OpInfo's error inputs);
+//  - masked_scatter_'s non-bool mask and complex()'s out= of another dtype than its parts'
+//    complex one, asked of the CPU kernel when the predicate says so.
 // Checks that need data (an index's bounds, a std tensor's values) stay in the task.
 #pragma once
 

@@ -8,13 +8,14 @@
 //     Meta kernel is asked or the synchronizing path runs (Note [No quantized tensors] in
 //     Quantized.h).
 //  2. Asynchronous path. The operator runs on Meta copies of its arguments: this computes output
-//     shapes, strides and dtypes without touching data, and raises shape and dtype errors at the
-//     call site, as the CPU would. Outputs are allocated on the device (caching allocator,
-//     current stream). One task is queued on the current stream that runs ATen's own CPU kernel
-//     on kernel-window aliases of the arguments (KernelAlias.h): through the operator's .out
-//     overload, writing straight into the outputs' device memory, when there is one; else the
-//     functional kernel, whose results are copied into the outputs. In-place and out= operators
-//     write into their arguments' aliases directly. The host returns at once.
+//     shapes, strides and dtypes without touching data. A call the Meta kernel refuses is asked of
+//     the CPU kernel on zero stand-ins, which raises its error at the call, in its words, without
+//     synchronizing (Note [Meta errors at the call] in CallChecks.h). Outputs are allocated on the
+//     device (caching allocator, current stream). One task is queued on the current stream that
+//     runs ATen's own CPU kernel on kernel-window aliases of the arguments (KernelAlias.h): through
+//     the operator's .out overload, writing straight into the outputs' device memory, when there is
+//     one; else the functional kernel, whose results are copied into the outputs. In-place and out=
+//     operators write into their arguments' aliases directly. The host returns at once.
 //  3. Synchronizing path, when the result cannot be known ahead: no Meta kernel (data-dependent
 //     shapes: nonzero, unique, masked_select, boolean indexing), results that live on the host
 //     (equal, is_nonzero, ...), operators of other namespaces, whose CPU kernels may be Python

@@ -4,8 +4,8 @@
 // Note [Shape cache]
 // The asynchronous path learns each call's output sizes, strides and dtypes by running the
 // operator's Meta kernel. Many Meta kernels are Python functions (torch._refs, torch._meta_
-// registrations) costing 50-1000 us a call, far more than a small kernel. But a Meta kernel can
-// only see metadata, so its answer is a function of:
+// registrations) costing far more than a small kernel (docs/operators.md has the figures). But a
+// Meta kernel can only see metadata, so its answer is a function of:
 //   - every tensor argument's sizes, strides, storage offset, dtype, layout, device type,
 //     conjugate/negative bits and whether it is a wrapped number (a Python scalar made a tensor,
 //     which type promotion treats as a scalar: int64 + 1.0 is float32, int64 + a 0-dim float64
