@@ -15,8 +15,8 @@ Stream::Stream(int device, int priority, bool isDefault, Executor& executor, Str
       limits_(limits) {}
 
 // Note [Bounded queues]
-// A host that launches faster than the device runs would otherwise queue without limit: 1.2 M
-// operations behind a stalled stream held 2.3 GB of host memory. As a GPU's launch queue does, a
+// A host that launches faster than the device runs would otherwise queue without limit, and a
+// stalled stream would hold gigabytes of host memory (docs/errors.md). As a GPU's launch queue does, a
 // stream holds at most OPENREG_QUEUE_DEPTH pending operations; a host thread that would pass it
 // waits for the oldest one to complete. A worker never waits (a task enqueueing on a full stream
 // of its own device would wait for itself).

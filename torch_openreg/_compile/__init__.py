@@ -4,9 +4,8 @@ and the Dynamo backend named "openreg". See docs/compile.md.
 # [marker: compile-registration]
 Note [Registration when Dynamo and Inductor load]
 Each registration goes into a registry of a module of torch._dynamo or torch._inductor, and
-importing those modules costs more than importing torch itself (measured: 2.4 s for torch._dynamo
-and 0.5 s more for Inductor's codegen, with torch taking 2.0 s, load average 7.6). Most processes
-that load torch_openreg never compile, so torch_openreg's import (`install()`) registers each
+importing those modules costs almost as much again as importing torch (docs/compile.md). Most
+processes that load torch_openreg never compile, so torch_openreg's import (`install()`) registers each
 part the moment the module holding its registry finishes loading:
   torch._dynamo                       the device interface and the "openreg" backend
   torch._inductor.codegen.common      the device op overrides (read before any wrapper is made)

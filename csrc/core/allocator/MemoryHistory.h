@@ -3,7 +3,7 @@
 //
 // Note [Memory history]
 // While recording, every allocator event (alloc, free requested, free completed, segment alloc,
-// segment free, OOM) is appended to a bounded trace with the time, the stream and a
+// segment free, segment map and unmap of an expandable segment, OOM) is appended to a bounded trace with the time, the stream and a
 // torch::CapturedTraceback of the calling thread: PyTorch's own device-generic traceback, the one
 // c10 CUDA records (Python frames always, C++ frames when asked for, since unwinding and
 // symbolizing C++ costs far more). The traceback of each live allocation is also kept by address,
