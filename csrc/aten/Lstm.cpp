@@ -5,11 +5,12 @@
 // (mkldnn_rnn_layer, whose backward is mkldnn_rnn_layer_backward). ATen's own dispatch takes that
 // route only for CPU tensors; on every other device it composes each time step from matmuls and
 // the fused cells (Note [Fused recurrent cells]), some twenty launches per step, several times the
-// CPU's time (docs/operators.md has the figures). This kernel, at AutogradPrivateUse1 for aten::lstm.input, takes the CPU's
-// route for openreg tensors: the same mkldnn_rnn_layer calls in the same order, each one task on
-// the engine, so results are bitwise the CPU's and autograd records mkldnn_rnn_layer's own
-// derivative. The conditions are the CPU's: oneDNN enabled, float32, no projections, a non-empty
-// input. Anything else takes ATen's composite implementation, as before.
+// CPU's time (docs/operators.md has the figures). This kernel, at AutogradPrivateUse1 for
+// aten::lstm.input, takes the CPU's route for openreg tensors: the same mkldnn_rnn_layer calls in
+// the same order, each one task on the engine, so results are bitwise the CPU's and autograd
+// records mkldnn_rnn_layer's own derivative. The conditions are the CPU's: oneDNN enabled, float32,
+// no projections, a non-empty input. Anything else takes ATen's composite implementation, as
+// before.
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>

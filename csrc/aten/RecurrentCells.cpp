@@ -8,13 +8,13 @@
 // not run on openreg. Each kernel here is one stream task: it checks shapes and dtypes on the host,
 // allocates its outputs on the device, and the task composes the elementwise math from ATen's CPU
 // operators on kernel-window aliases, then writes the results into the outputs. (Composed from
-// ATen operators on openreg tensors instead, a cell step costs some twenty launches.) A float32 nn.LSTM now takes the CPU's oneDNN layers instead, Note [LSTM layers]
-// in Lstm.cpp; the cells serve nn.LSTMCell, nn.GRU, nn.GRUCell and other dtypes. The workspace
-// layouts are CUDA's: activated gates for
-// the LSTM; reset, input and new gates, the previous hidden state and the hidden new-gate part for
-// the GRU. The CPU itself runs the unfused cell (biases added inside the matmuls), which rounds
-// differently: results are within float tolerance of the CPU, not bitwise equal, exactly as
-// CUDA's fused cells are.
+// ATen operators on openreg tensors instead, a cell step costs some twenty launches.) A float32
+// nn.LSTM now takes the CPU's oneDNN layers instead, Note [LSTM layers] in Lstm.cpp; the cells
+// serve nn.LSTMCell, nn.GRU, nn.GRUCell and other dtypes. The workspace layouts are CUDA's:
+// activated gates for the LSTM; reset, input and new gates, the previous hidden state and the
+// hidden new-gate part for the GRU. The CPU itself runs the unfused cell (biases added inside the
+// matmuls), which rounds differently: results are within float tolerance of the CPU, not bitwise
+// equal, exactly as CUDA's fused cells are.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>

@@ -16,11 +16,10 @@ Stream::Stream(int device, int priority, bool isDefault, Executor& executor, Str
 
 // Note [Bounded queues]
 // A host that launches faster than the device runs would otherwise queue without limit, and a
-// stalled stream would hold gigabytes of host memory (docs/errors.md). As a GPU's launch queue does, a
-// stream holds at most OPENREG_QUEUE_DEPTH pending operations; a host thread that would pass it
-// waits for the oldest one to complete. A worker never waits (a task enqueueing on a full stream
-// of its own device would wait for itself).
-// [marker: stream-enqueue]
+// stalled stream would hold gigabytes of host memory (docs/errors.md). As a GPU's launch queue
+// does, a stream holds at most OPENREG_QUEUE_DEPTH pending operations; a host thread that would
+// pass it waits for the oldest one to complete. A worker never waits (a task enqueueing on a full
+// stream of its own device would wait for itself). [marker: stream-enqueue]
 std::uint64_t Stream::enqueue(StreamOp&& op) {
   const auto depth = static_cast<std::uint64_t>(limits_.queueDepth);
   // completed_ first: read after submitted_, it could pass it (other threads' work enqueued and

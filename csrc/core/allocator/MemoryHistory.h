@@ -3,12 +3,13 @@
 //
 // Note [Memory history]
 // While recording, every allocator event (alloc, free requested, free completed, segment alloc,
-// segment free, segment map and unmap of an expandable segment, OOM) is appended to a bounded trace with the time, the stream and a
-// torch::CapturedTraceback of the calling thread: PyTorch's own device-generic traceback, the one
-// c10 CUDA records (Python frames always, C++ frames when asked for, since unwinding and
-// symbolizing C++ costs far more). The traceback of each live allocation is also kept by address,
-// so a snapshot can give every allocated block the stack that made it. Symbolizing happens only
-// when a snapshot is taken (in the bindings, torch::py_symbolize), not per event.
+// segment free, segment map and unmap of an expandable segment, OOM) is appended to a bounded trace
+// with the time, the stream and a torch::CapturedTraceback of the calling thread: PyTorch's own
+// device-generic traceback, the one c10 CUDA records (Python frames always, C++ frames when asked
+// for, since unwinding and symbolizing C++ costs far more). The traceback of each live allocation
+// is also kept by address, so a snapshot can give every allocated block the stack that made it.
+// Symbolizing happens only when a snapshot is taken (in the bindings, torch::py_symbolize), not per
+// event.
 //
 // Cost: when not recording, the allocator pays one relaxed atomic load per malloc and free
 // (recording()); nothing else runs. While recording, each event takes a global mutex and gathers a
