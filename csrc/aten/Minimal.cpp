@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include "aten/Copy.h"
+#include "aten/EmptyTensor.h"
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "aten/Registration.h"
