@@ -10,10 +10,9 @@ using namespace openreg;
 
 namespace {
 orError_t invalidDevice(const char* call, int index) {
-  return fail(orErrorInvalidDevice, std::string("openreg: ") + call + ": invalid device index " +
-                                        std::to_string(index) + ": there are " +
-                                        std::to_string(deviceCount()) +
-                                        " devices (set OPENREG_DEVICE_COUNT for more)");
+  return fail(orErrorInvalidDevice, call,
+              "invalid device index " + std::to_string(index) + ": there are " +
+                  std::to_string(deviceCount()) + " devices (set OPENREG_DEVICE_COUNT for more)");
 }
 }  // namespace
 
@@ -21,7 +20,7 @@ extern "C" {
 
 orError_t orInit(unsigned int flags) {
   OR_ENTER();
-  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, "openreg: orInit: flags must be 0");
+  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, "orInit", "flags must be 0");
 }
 
 orError_t orGetDeviceCount(int* count) {

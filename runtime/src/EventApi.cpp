@@ -17,15 +17,13 @@ orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
   if (event == nullptr) return nullArgument(call, "event");
   constexpr unsigned kKnown = orEventDisableTiming | orEventDisableFailure;
   if ((flags & ~kKnown) != 0) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call + ": unknown flags " + std::to_string(flags));
+    return fail(orErrorInvalidValue, call, "unknown flags " + std::to_string(flags));
   }
   auto created = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0,
                                          (flags & orEventDisableFailure) == 0);
   const std::uint64_t handle = runtime().events.insert(std::move(created));
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                std::string("openreg: ") + call + ": too many live events");
+    return fail(orErrorMemoryAllocation, call, "too many live events");
   }
   *event = reinterpret_cast<orEvent_t>(handle);
   return orSuccess;
@@ -53,10 +51,9 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
     return invalidStream("orEventRecord");
   }
   if (stream->device() != event->device()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventRecord: the event belongs to device " +
-                    std::to_string(event->device()) + " but the stream to device " +
-                    std::to_string(stream->device()) +
+    return fail(orErrorInvalidResourceHandle, "orEventRecord",
+                "the event belongs to device " + std::to_string(event->device()) +
+                    " but the stream to device " + std::to_string(stream->device()) +
                     "; create the event while the stream's device is current");
   }
   if (orError_t e; captureEventRecord(reinterpret_cast<std::uint64_t>(handle), *stream, &e))
@@ -79,8 +76,8 @@ orError_t orEventRecordHost(orEvent_t handle) {
   Event* event = findEvent(handle);
   if (event == nullptr) return invalidEvent("orEventRecordHost");
   if (!event->armHost()) {
-    return fail(orErrorNotPermitted,
-                "openreg: orEventRecordHost: the event's previous host record is still pending; "
+    return fail(orErrorNotPermitted, "orEventRecordHost",
+                "the event's previous host record is still pending; "
                 "complete it with orEventCompleteHost first");
   }
   return orSuccess;
@@ -92,8 +89,8 @@ orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
   if (event == nullptr) return invalidEvent("orEventCompleteHost");
   std::shared_ptr<EventRecord> record = event->takeHost();
   if (record == nullptr) {
-    return fail(orErrorNotPermitted,
-                "openreg: orEventCompleteHost: the event has no pending host record; arm one "
+    return fail(orErrorNotPermitted, "orEventCompleteHost",
+                "the event has no pending host record; arm one "
                 "with orEventRecordHost first");
   }
   FailureRef failure;
@@ -141,19 +138,19 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
   Event* end = findEvent(endHandle);
   if (start == nullptr || end == nullptr) return invalidEvent("orEventElapsedTime");
   if (!start->timing() || !end->timing()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: both events need timing (created without "
+    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
+                "both events need timing (created without "
                 "orEventDisableTiming)");
   }
   if (start->device() != end->device()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: the events belong to different devices");
+    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
+                "the events belong to different devices");
   }
   std::shared_ptr<EventRecord> a = start->latest();
   std::shared_ptr<EventRecord> b = end->latest();
   if (a == nullptr || b == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: both events must have been recorded");
+    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
+                "both events must have been recorded");
   }
   if (!a->done() || !b->done()) return orErrorNotReady;
   *ms = static_cast<float>(static_cast<double>(b->timeNs() - a->timeNs()) / 1e6);

@@ -32,9 +32,8 @@ GraphData* findGraph(orGraph_t graph) {
 }
 
 orError_t invalidGraph(const char* call, const char* what) {
-  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call + ": the " + what +
-                                                " handle is not live (destroyed, or never "
-                                                "created)");
+  return fail(orErrorInvalidResourceHandle, call,
+              std::string("the ") + what + " handle is not live (destroyed, or never created)");
 }
 
 // [marker: replay-task]
@@ -102,7 +101,7 @@ orError_t orGraphGetInfo(orGraph_t graph, size_t* tasks, int* streams) {
 orError_t orGraphInstantiate(orGraphExec_t* exec, orGraph_t graph, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(exec);
-  if (flags != 0) return fail(orErrorInvalidValue, "openreg: orGraphInstantiate: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, "orGraphInstantiate", "flags must be 0");
   const std::uint64_t key = reinterpret_cast<std::uint64_t>(graph);
   if (graphs().find(key) == nullptr) return invalidGraph("orGraphInstantiate", "graph");
   // A shared reference: erase-and-reinsert is not an option, so find the owner through a copy.
@@ -114,8 +113,7 @@ orError_t orGraphInstantiate(orGraphExec_t* exec, orGraph_t graph, unsigned int 
   }
   const std::uint64_t handle = execs().insert(std::move(made));
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orGraphInstantiate: too many live executable graphs");
+    return fail(orErrorMemoryAllocation, "orGraphInstantiate", "too many live executable graphs");
   }
   *exec = reinterpret_cast<orGraphExec_t>(handle);
   return orSuccess;
@@ -130,10 +128,9 @@ orError_t orGraphLaunch(orGraphExec_t exec, orStream_t streamHandle) {
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) return invalidStream("orGraphLaunch");
   if (stream->device() != owned->data->device) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orGraphLaunch: the graph was captured on device " +
-                    std::to_string(owned->data->device) + " but the stream belongs to device " +
-                    std::to_string(stream->device()));
+    return fail(orErrorInvalidResourceHandle, "orGraphLaunch",
+                "the graph was captured on device " + std::to_string(owned->data->device) +
+                    " but the stream belongs to device " + std::to_string(stream->device()));
   }
   if (orError_t e = checkStreamNotCapturing("orGraphLaunch", *stream); e != orSuccess) return e;
   StreamOp op;
@@ -145,8 +142,7 @@ orError_t orGraphLaunch(orGraphExec_t exec, orStream_t streamHandle) {
 orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(path);
-  if (flags != 0)
-    return fail(orErrorInvalidValue, "openreg: orGraphDebugDotPrint: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, "orGraphDebugDotPrint", "flags must be 0");
   GraphData* data = findGraph(graph);
   if (data == nullptr) return invalidGraph("orGraphDebugDotPrint", "graph");
   std::string dot = "digraph openreg_graph {\n  label=\"openreg graph: device " +
@@ -183,13 +179,11 @@ orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int f
   dot += "}\n";
   std::FILE* f = std::fopen(path, "w");
   if (f == nullptr) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: orGraphDebugDotPrint: cannot write ") + path);
+    return fail(orErrorInvalidValue, "orGraphDebugDotPrint", std::string("cannot write ") + path);
   }
   const bool written = std::fwrite(dot.data(), 1, dot.size(), f) == dot.size();
   if (std::fclose(f) != 0 || !written) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: orGraphDebugDotPrint: cannot write ") + path);
+    return fail(orErrorInvalidValue, "orGraphDebugDotPrint", std::string("cannot write ") + path);
   }
   return orSuccess;
 }

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "Runtime.h"
+
 namespace openreg {
 namespace {
 
@@ -77,13 +79,15 @@ CopyFault guardedCopy(void* dst, bool hostDst, const void* src, bool hostSrc, st
 std::string copyFaultMessage(const char* call, const CopyFault& fault, const void* dst,
                              const void* src, std::size_t count) {
   const bool source = fault.side == CopyFault::Side::Source;
-  return std::string("openreg: ") + call + ": the " + std::to_string(count) + "-byte " +
-         (source ? "source range at " + hex(reinterpret_cast<std::uintptr_t>(src)) +
-                       " is not readable host memory"
-                 : "destination range at " + hex(reinterpret_cast<std::uintptr_t>(dst)) +
-                       " is not writable host memory") +
-         ": the copy faulted at " + hex(fault.address) +
-         " and stopped there (the destination may be partly written). The device is unaffected.";
+  return callMessage(
+      call,
+      "the " + std::to_string(count) + "-byte " +
+          (source ? "source range at " + hex(reinterpret_cast<std::uintptr_t>(src)) +
+                        " is not readable host memory"
+                  : "destination range at " + hex(reinterpret_cast<std::uintptr_t>(dst)) +
+                        " is not writable host memory") +
+          ": the copy faulted at " + hex(fault.address) +
+          " and stopped there (the destination may be partly written). The device is unaffected.");
 }
 
 // [marker: escape-guarded-copy]

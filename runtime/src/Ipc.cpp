@@ -120,9 +120,9 @@ bool decode(const orIpcMemHandle_t& handle, HandleData* out) {
 }
 
 orError_t notAHandle(const char* call) {
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call +
-                                       ": handle is not an openreg IPC handle (it must be the "
-                                       "bytes orIpcGetMemHandle wrote, unchanged)");
+  return fail(orErrorInvalidValue, call,
+              "handle is not an openreg IPC handle (it must be the "
+              "bytes orIpcGetMemHandle wrote, unchanged)");
 }
 
 // The exporter's table, created at the first export. Caller holds the mutex.
@@ -130,8 +130,8 @@ orError_t ensureTableLocked(State& s) {
   if (s.table != nullptr) return orSuccess;
   const int fd = memfd_create("openreg-ipc-exports", MFD_CLOEXEC);
   if (fd < 0) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: cannot create the export table: " + errnoText());
+    return fail(orErrorInvalidValue, "orIpcGetMemHandle",
+                "cannot create the export table: " + errnoText());
   }
   void* table = MAP_FAILED;
   if (ftruncate(fd, kTableBytes) == 0) {
@@ -140,8 +140,7 @@ orError_t ensureTableLocked(State& s) {
   if (table == MAP_FAILED) {
     const std::string reason = errnoText();
     close(fd);
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: cannot map the export table: " + reason);
+    return fail(orErrorInvalidValue, "orIpcGetMemHandle", "cannot map the export table: " + reason);
   }
   s.tableFd = fd;
   s.table = static_cast<Slot*>(table);  // a new memfd reads as zeros: every slot is free
@@ -199,16 +198,16 @@ int openForeign(const char* call, const HandleData& h, int fd, std::uint64_t ino
   const int file = open(path.c_str(), O_RDWR | O_CLOEXEC);
   const std::string who = "process " + std::to_string(h.pid) + ", which made the handle,";
   if (file < 0) {
-    *message = std::string("openreg: ") + call + ": cannot open " + path + " (" + errnoText() +
-               "): " + who +
-               (errno == ENOENT ? " has exited or no longer holds its device memory"
-                                : " does not let this process open its device memory");
+    *message = callMessage(
+        call, "cannot open " + path + " (" + errnoText() + "): " + who +
+                  (errno == ENOENT ? " has exited or no longer holds its device memory"
+                                   : " does not let this process open its device memory"));
     return -1;
   }
   if (inodeOf(file) != inode) {
     close(file);
-    *message = std::string("openreg: ") + call + ": " + who +
-               " no longer holds the memory the handle names (the handle is stale)";
+    *message = callMessage(
+        call, who + " no longer holds the memory the handle names (the handle is stale)");
     return -1;
   }
   return file;
@@ -220,9 +219,8 @@ orError_t mapSlot(const char* call, int tableFile, std::uint32_t slot, MappedSlo
   void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, tableFile,
                     static_cast<off_t>(pageOffset));
   if (page == MAP_FAILED) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call +
-                    ": cannot map the exporter's export table: " + errnoText());
+    return fail(orErrorInvalidValue, call,
+                "cannot map the exporter's export table: " + errnoText());
   }
   out->page = page;
   out->slot = reinterpret_cast<Slot*>(static_cast<char*>(page) + (byte - pageOffset));
@@ -241,7 +239,7 @@ orError_t transition(const char* call, Slot& slot, std::uint64_t serial, SlotSta
     if ((expected & 3) == kOpen) why = "already opened (each handle opens once: send a new one)";
     if ((expected & 3) == kGivenBack) why = "already closed or discarded";
   }
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": the handle is " + why);
+  return fail(orErrorInvalidValue, call, "the handle is " + why);
 }
 
 // The slot a handle names, in this process's table or mapped from the exporter's.
@@ -297,18 +295,17 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: devPtr is in a reservation (orMemAddressReserve, "
+    return fail(orErrorInvalidValue, "orIpcGetMemHandle",
+                "devPtr is in a reservation (orMemAddressReserve, "
                 "orMemMap): memory mapped into a reservation cannot be shared between processes");
   }
   if (d == nullptr || !d->memory.find(devPtr, &a)) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcGetMemHandle: devPtr is in no live device allocation");
+    return fail(orErrorInvalidDevicePointer, "orIpcGetMemHandle",
+                "devPtr is in no live device allocation");
   }
   if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcGetMemHandle: devPtr is memory shared by process " +
-                    std::to_string(a.importedFrom) +
+    return fail(orErrorInvalidDevicePointer, "orIpcGetMemHandle",
+                "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
                     "; it cannot be passed on: share it from the process that allocated it");
   }
   State& s = state();
@@ -316,8 +313,8 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   if (orError_t e = ensureTableLocked(s); e != orSuccess) return e;
   collectLocked(s);
   if (s.freeSlots.empty()) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orIpcGetMemHandle: " + std::to_string(kSlots) +
+    return fail(orErrorMemoryAllocation, "orIpcGetMemHandle",
+                std::to_string(kSlots) +
                     " handles of this process are outstanding (opened or not yet opened); close "
                     "or discard some in the processes that received them");
   }
@@ -351,19 +348,19 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   OR_REQUIRE_NOT_NULL(devPtr);
   constexpr const char* call = "orIpcOpenMemHandle";
   if (flags != 0) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcOpenMemHandle: flags must be 0, not " + std::to_string(flags));
+    return fail(orErrorInvalidValue, "orIpcOpenMemHandle",
+                "flags must be 0, not " + std::to_string(flags));
   }
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   if (h.pid == getpid()) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcOpenMemHandle: the handle was made by this process; a process "
+    return fail(orErrorInvalidValue, "orIpcOpenMemHandle",
+                "the handle was made by this process; a process "
                 "uses its own memory through the pointer it allocated");
   }
   if (h.device >= deviceCount()) {
-    return fail(orErrorInvalidDevice,
-                "openreg: orIpcOpenMemHandle: the handle's device " + std::to_string(h.device) +
+    return fail(orErrorInvalidDevice, "orIpcOpenMemHandle",
+                "the handle's device " + std::to_string(h.device) +
                     " does not exist in this process (" + std::to_string(deviceCount()) +
                     " devices; give both processes the same OPENREG_DEVICE_COUNT)");
   }
@@ -385,10 +382,10 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   void* base = nullptr;
   e = d.memory.allocate(h.size, &base, &message);
   if (e != orSuccess) {
-    message = "openreg: orIpcOpenMemHandle: no room for the shared allocation: " + message;
+    message = callMessage("orIpcOpenMemHandle", "no room for the shared allocation: " + message);
   } else if (!d.memory.mapImport(base, h.size, memory, h.offset, h.pid)) {
-    message = "openreg: orIpcOpenMemHandle: mapping process " + std::to_string(h.pid) +
-              "'s memory failed: " + errnoText();
+    message = callMessage("orIpcOpenMemHandle", "mapping process " + std::to_string(h.pid) +
+                                                    "'s memory failed: " + errnoText());
     d.memory.release(base);
     e = orErrorMemoryAllocation;
   }
@@ -414,8 +411,8 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   State& s = state();
   const auto base = reinterpret_cast<std::uintptr_t>(devPtr);
   const auto notOpen = [] {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcCloseMemHandle: devPtr is not the start of memory opened with "
+    return fail(orErrorInvalidDevicePointer, "orIpcCloseMemHandle",
+                "devPtr is not the start of memory opened with "
                 "orIpcOpenMemHandle (or it was closed already)");
   };
   {
@@ -429,9 +426,9 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   if (it == s.imports.end()) return notOpen();  // closed by another thread meanwhile
   Import& import = it->second;
   if (import.device->memory.releaseImport(devPtr) != orSuccess) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orIpcCloseMemHandle: mapping the own memory back failed (" + errnoText() +
-                    "); the shared memory stays open");
+    return fail(
+        orErrorMemoryAllocation, "orIpcCloseMemHandle",
+        "mapping the own memory back failed (" + errnoText() + "); the shared memory stays open");
   }
   poisonMap().clear(base, import.size);
   std::uint64_t expected = word(import.serial, kOpen);
@@ -469,8 +466,8 @@ orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!decode(handle, &h) || h.pid != getpid() || s.table == nullptr ||
       h.tableInode != s.tableInode) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcMemHandleQuery: handle is not an IPC handle made by this process");
+    return fail(orErrorInvalidValue, "orIpcMemHandleQuery",
+                "handle is not an IPC handle made by this process");
   }
   collectLocked(s);
   const std::uint64_t w = s.table[h.slot].word.load(std::memory_order_acquire);

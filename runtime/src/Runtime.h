@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "Config.h"
@@ -133,6 +134,10 @@ Device* deviceOfPointer(const void* p);
 // [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
+// The same with the message of an error of API function `call`, callMessage(call, what).
+orError_t fail(orError_t error, const char* call, std::string_view what);
+// "openreg: <call>: <what>": the one way an error message names the API call that failed.
+std::string callMessage(const char* call, std::string_view what);
 // A NULL pointer argument: orErrorInvalidValue, "openreg: <call>: <parameter> is NULL".
 orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).

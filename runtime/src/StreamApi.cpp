@@ -20,8 +20,7 @@ orError_t createStream(const char* call, orStream_t* out, int priority) {
       std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor, streamLimits());
   const std::uint64_t handle = runtime().streams.insert(stream);
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                std::string("openreg: ") + call + ": too many live streams");
+    return fail(orErrorMemoryAllocation, call, "too many live streams");
   }
   stream->setHandle(handle);
   {
@@ -56,8 +55,7 @@ orError_t orStreamCreate(orStream_t* stream) {
 
 orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
   OR_ENTER();
-  if (flags != 0)
-    return fail(orErrorInvalidValue, "openreg: orStreamCreateWithPriority: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, "orStreamCreateWithPriority", "flags must be 0");
   return createStream("orStreamCreateWithPriority", stream, priority);
 }
 
@@ -85,8 +83,7 @@ orError_t orStreamDestroy(orStream_t handle) {
   if (stream == nullptr) return invalidStream("orStreamDestroy");
   if (orError_t e = checkStreamNotCapturing("orStreamDestroy", *stream); e != orSuccess) return e;
   if (stream->isDefault()) {
-    return fail(orErrorNotPermitted,
-                "openreg: orStreamDestroy: a default stream cannot be destroyed");
+    return fail(orErrorNotPermitted, "orStreamDestroy", "a default stream cannot be destroyed");
   }
   std::shared_ptr<Stream> owned = runtime().streams.erase(reinterpret_cast<std::uint64_t>(handle));
   if (owned == nullptr)
@@ -116,7 +113,7 @@ orError_t orStreamSynchronize(orStream_t handle) {
 
 orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned int flags) {
   OR_ENTER();
-  if (flags != 0) return fail(orErrorInvalidValue, "openreg: orStreamWaitEvent: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, "orStreamWaitEvent", "flags must be 0");
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream("orStreamWaitEvent");
   Event* event = runtime().events.find(reinterpret_cast<std::uint64_t>(eventHandle));
@@ -138,7 +135,7 @@ orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned i
 orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
   if (fn == nullptr) {
     OR_ENTER();
-    return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
+    return fail(orErrorInvalidValue, "orLaunchHostFunc", "fn is NULL");
   }
   StreamOp op;
   op.task = Task([fn, arg] { fn(arg); });
@@ -154,19 +151,19 @@ orError_t orLaunchTask(orStream_t stream, const orTaskOps* ops, void* task, size
   OR_REQUIRE_NOT_NULL(ops);
   OR_REQUIRE_NOT_NULL(task);
   if (ops->run == nullptr || ops->relocate == nullptr || ops->destroy == nullptr) {
-    return fail(orErrorInvalidValue,
-                "openreg: orLaunchTask: ops->run, ops->relocate and ops->destroy are required");
+    return fail(orErrorInvalidValue, "orLaunchTask",
+                "ops->run, ops->relocate and ops->destroy are required");
   }
   // From here on the object is the runtime's (runtime.h): destroyed in place if it cannot be taken.
   if (size == 0 || size > OR_TASK_INLINE_BYTES) {
     ops->destroy(task);
-    return fail(orErrorInvalidValue, "openreg: orLaunchTask: size must be 1.." +
-                                         std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
-                                         std::to_string(size));
+    return fail(orErrorInvalidValue, "orLaunchTask",
+                "size must be 1.." + std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
+                    std::to_string(size));
   }
   if ((flags & ~static_cast<unsigned>(orLaunchTaskWait)) != 0) {
     ops->destroy(task);
-    return fail(orErrorInvalidValue, "openreg: orLaunchTask: unknown flags");
+    return fail(orErrorInvalidValue, "orLaunchTask", "unknown flags");
   }
   StreamOp op;
   op.task.adopt(ops, task);

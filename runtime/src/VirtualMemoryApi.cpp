@@ -26,9 +26,8 @@ std::string hex(const void* p) {
 // `size` must be a positive multiple of the granularity.
 orError_t checkSize(const char* call, std::size_t size) {
   if (size != 0 && size % kGranularity == 0) return orSuccess;
-  return fail(orErrorInvalidValue,
-              std::string("openreg: ") + call + ": size " + std::to_string(size) +
-                  " is not a positive multiple of the granularity (" +
+  return fail(orErrorInvalidValue, call,
+              "size " + std::to_string(size) + " is not a positive multiple of the granularity (" +
                   std::to_string(kGranularity) + " bytes, orMemGetAllocationGranularity)");
 }
 
@@ -39,8 +38,8 @@ Device* reservedRange(const char* call, const void* ptr, std::size_t size, orErr
   if (*error != orSuccess) return nullptr;
   Device* d = deviceOfPointer(ptr);
   if (d == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % kGranularity != 0) {
-    *error = fail(orErrorInvalidValue,
-                  std::string("openreg: ") + call + ": ptr " + hex(ptr) +
+    *error = fail(orErrorInvalidValue, call,
+                  "ptr " + hex(ptr) +
                       (d == nullptr ? " is not a device address (orMemAddressReserve gives one)"
                                     : " is not a multiple of the granularity (" +
                                           std::to_string(kGranularity) + " bytes)"));
@@ -57,7 +56,7 @@ orError_t onReservedRange(const char* call, void* ptr, std::size_t size, RangeOp
   if (d == nullptr) return e;
   std::string message;
   e = (d->memory.*op)(ptr, size, &message);
-  if (e != orSuccess) return fail(e, std::string("openreg: ") + call + ": " + message);
+  if (e != orSuccess) return fail(e, call, message);
   // A new mapping is fresh memory and an unmapped range no one's: poison a failed task left there
   // (while mapped, or written through the window while not) does not carry over (Note [Poisoned
   // memory]), as orFree clears an allocation's.
@@ -84,7 +83,7 @@ orError_t orMemAddressReserve(void** ptr, size_t size) {
   if (orError_t e = checkSize("orMemAddressReserve", size); e != orSuccess) return e;
   std::string message;
   const orError_t e = device(currentDevice()).memory.reserve(size, ptr, &message);
-  return e == orSuccess ? e : fail(e, "openreg: orMemAddressReserve: " + message);
+  return e == orSuccess ? e : fail(e, "orMemAddressReserve", message);
 }
 
 orError_t orMemAddressFree(void* ptr, size_t size) {
