@@ -125,9 +125,9 @@ Device* deviceOfPointer(const void* p);
 // error an API function returns goes through fail(), which sets the thread's message. A bare
 // `return orErrorInvalidValue;` would leave the previous failure's text in place, and the caller
 // would read a wrong explanation. Messages of argument errors start with "openreg: <function>: "
-// and name the parameter; two kinds carry someone else's words instead: orErrorLaunchFailure the
-// failed task's (Note [Task errors] in Stream.cpp) and orErrorInitializationError the
-// configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
+// (written by callMessage, never by hand) and name the parameter; two kinds carry someone else's
+// words instead: orErrorLaunchFailure the failed task's (Note [Task errors] in Stream.cpp) and
+// orErrorInitializationError the configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
 // ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer (runtime/tests/Fuzz.cpp)
 // check the rule.
 
