@@ -40,10 +40,6 @@
 
 namespace openreg {
 
-// Stream priorities, CUDA's convention: lower is higher. Executor serves priority < 0 first.
-constexpr int kLeastStreamPriority = 0;
-constexpr int kGreatestStreamPriority = -1;
-
 struct Device {
   int index = 0;
   DeviceMemory memory;
@@ -127,9 +123,9 @@ Device* deviceOfPointer(const void* p);
 // would read a wrong explanation. Messages of argument errors start with "openreg: <function>: "
 // (written by callMessage, never by hand) and name the parameter; two kinds carry someone else's
 // words instead: orErrorLaunchFailure the failed task's (Note [Task errors] in Stream.cpp) and
-// orErrorInitializationError the configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
-// ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer (runtime/tests/Fuzz.cpp)
-// check the rule.
+// orErrorInitializationError the configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL,
+// which names both for us. ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer
+// (runtime/tests/Fuzz.cpp) check the rule.
 
 // [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
