@@ -184,8 +184,13 @@ void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
   }));
 }
 
+int64_t streamNumber(c10::StreamId id) {
+  return static_cast<int64_t>(static_cast<uint64_t>(id) >> 32);
+}
+
 std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream) {
-  return os << stream.unwrap();
+  return os << "openreg:" << static_cast<int>(stream.device_index()) << " stream "
+            << streamNumber(stream.id());
 }
 
 }  // namespace openreg

@@ -315,7 +315,7 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   for (std::size_t j = 1; j < ended->streams.size(); ++j) {
     if (ended->clocks[0][j] < ended->clocks[j][j]) {
       return fail(orErrorStreamCaptureInvalidated, "orStreamEndCapture",
-                  "stream " + std::to_string(ended->streams[j]->handle()) +
+                  ended->streams[j]->name() +
                       " was forked off the capture and not joined back: record an event on it "
                       "after its last work and make the capturing stream wait on it");
     }

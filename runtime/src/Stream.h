@@ -68,6 +68,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int priority() const { return priority_; }
   bool isDefault() const { return isDefault_; }
   std::uint64_t handle() const { return handle_; }
+  // How messages name the stream: "openreg:<device> stream <n>", n 0 for the default stream, else
+  // its handle's slot number (HandleTable::slotNumber), as the PyTorch layer names it too.
+  std::string name() const;
   void setHandle(std::uint64_t handle) { handle_ = handle; }
   // Set by orStreamDestroy; the device forgets the stream once it has drained.
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
