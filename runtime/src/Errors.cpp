@@ -18,7 +18,9 @@
   X(orErrorNotPermitted, "operation not permitted on this object")                             \
   X(orErrorStreamCaptureUnsupported,                                                           \
     "the call conflicts with a stream capture in progress, which it invalidated")              \
-  X(orErrorStreamCaptureInvalidated, "the stream capture was invalidated")
+  X(orErrorStreamCaptureInvalidated, "the stream capture was invalidated")                     \
+  X(orErrorOutOfResources,                                                                     \
+    "the system refused a resource other than device capacity (file descriptors, mappings)")
 
 extern "C" {
 

@@ -108,6 +108,12 @@ std::string errnoText() {
   return std::strerror(errno);
 }
 
+// True when a system call failed for want of a resource (file descriptors, memory for mappings):
+// the call then fails with orErrorOutOfResources, whatever the handle.
+bool outOfResources(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOMEM || error == EAGAIN;
+}
+
 std::uint64_t inodeOf(int fd) {
   struct stat st;
   return fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
@@ -130,7 +136,7 @@ orError_t ensureTableLocked(State& s) {
   if (s.table != nullptr) return orSuccess;
   const int fd = memfd_create("openreg-ipc-exports", MFD_CLOEXEC);
   if (fd < 0) {
-    return fail(orErrorInvalidValue, "orIpcGetMemHandle",
+    return fail(orErrorOutOfResources, "orIpcGetMemHandle",
                 "cannot create the export table: " + errnoText());
   }
   void* table = MAP_FAILED;
@@ -140,7 +146,8 @@ orError_t ensureTableLocked(State& s) {
   if (table == MAP_FAILED) {
     const std::string reason = errnoText();
     close(fd);
-    return fail(orErrorInvalidValue, "orIpcGetMemHandle", "cannot map the export table: " + reason);
+    return fail(orErrorOutOfResources, "orIpcGetMemHandle",
+                "cannot map the export table: " + reason);
   }
   s.tableFd = fd;
   s.table = static_cast<Slot*>(table);  // a new memfd reads as zeros: every slot is free
@@ -191,26 +198,34 @@ void collectLocked(State& s) {
   }
 }
 
-// Opens descriptor `fd` of process `pid` and checks it is the file the handle names.
-int openForeign(const char* call, const HandleData& h, int fd, std::uint64_t inode,
-                std::string* message) {
+// Opens descriptor `fd` of the handle's process into *file and checks it is the file the handle
+// names.
+orError_t openForeign(const char* call, const HandleData& h, int fd, std::uint64_t inode,
+                      int* file) {
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(fd);
-  const int file = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  *file = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const int error = errno;
   const std::string who = "process " + std::to_string(h.pid) + ", which made the handle,";
-  if (file < 0) {
-    *message = callMessage(
-        call, "cannot open " + path + " (" + errnoText() + "): " + who +
-                  (errno == ENOENT ? " has exited or no longer holds its device memory"
-                                   : " does not let this process open its device memory"));
-    return -1;
+  if (*file < 0) {
+    const std::string reason = "cannot open " + path + " (" + std::strerror(error) + "): ";
+    if (outOfResources(error)) {
+      return fail(orErrorOutOfResources, call,
+                  reason +
+                      "this process has no room for another open file; close some, or "
+                      "raise its limit (ulimit -n)");
+    }
+    return fail(orErrorInvalidValue, call,
+                reason + who +
+                    (error == ENOENT ? " has exited or no longer holds its device memory"
+                                     : " does not let this process open its device memory"));
   }
-  if (inodeOf(file) != inode) {
-    close(file);
-    *message = callMessage(
-        call, who + " no longer holds the memory the handle names (the handle is stale)");
-    return -1;
+  if (inodeOf(*file) != inode) {
+    close(*file);
+    *file = -1;
+    return fail(orErrorInvalidValue, call,
+                who + " no longer holds the memory the handle names (the handle is stale)");
   }
-  return file;
+  return orSuccess;
 }
 
 orError_t mapSlot(const char* call, int tableFile, std::uint32_t slot, MappedSlot* out) {
@@ -219,8 +234,9 @@ orError_t mapSlot(const char* call, int tableFile, std::uint32_t slot, MappedSlo
   void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, tableFile,
                     static_cast<off_t>(pageOffset));
   if (page == MAP_FAILED) {
-    return fail(orErrorInvalidValue, call,
-                "cannot map the exporter's export table: " + errnoText());
+    const int error = errno;
+    return fail(outOfResources(error) ? orErrorOutOfResources : orErrorInvalidValue, call,
+                std::string("cannot map the exporter's export table: ") + std::strerror(error));
   }
   out->page = page;
   out->slot = reinterpret_cast<Slot*>(static_cast<char*>(page) + (byte - pageOffset));
@@ -251,10 +267,10 @@ orError_t slotOf(const char* call, const HandleData& h, Slot** slot, MappedSlot*
     *slot = &s.table[h.slot];
     return orSuccess;
   }
-  std::string message;
-  const int table = openForeign(call, h, h.tableFd, h.tableInode, &message);
-  if (table < 0) return fail(orErrorInvalidValue, message);
-  const orError_t e = mapSlot(call, table, h.slot, mapped);
+  int table = -1;
+  orError_t e = openForeign(call, h, h.tableFd, h.tableInode, &table);
+  if (e != orSuccess) return e;
+  e = mapSlot(call, table, h.slot, mapped);
   close(table);
   if (e == orSuccess) *slot = mapped->slot;
   return e;
@@ -364,12 +380,12 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
                     " does not exist in this process (" + std::to_string(deviceCount()) +
                     " devices; give both processes the same OPENREG_DEVICE_COUNT)");
   }
-  std::string message;
-  const int memory = openForeign(call, h, h.memoryFd, h.memoryInode, &message);
-  if (memory < 0) return fail(orErrorInvalidValue, message);
+  int memory = -1;
+  orError_t e = openForeign(call, h, h.memoryFd, h.memoryInode, &memory);
+  if (e != orSuccess) return e;
   Slot* slot = nullptr;
   MappedSlot mapped;
-  orError_t e = slotOf(call, h, &slot, &mapped);
+  e = slotOf(call, h, &slot, &mapped);
   if (e == orSuccess) e = transition(call, *slot, h.serial, kUnopened, kOpen);
   if (e != orSuccess) {
     close(memory);
@@ -380,6 +396,7 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
 
   Device& d = device(h.device);
   void* base = nullptr;
+  std::string message;
   e = d.memory.allocate(h.size, &base, &message);
   if (e != orSuccess) {
     message = callMessage("orIpcOpenMemHandle", "no room for the shared allocation: " + message);
