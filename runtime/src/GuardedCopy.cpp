@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstring>
 
-#include "Runtime.h"
+#include "Messages.h"
 
 namespace openreg {
 namespace {
@@ -38,12 +37,6 @@ bool onPagesOf(const Guard& g, int which, std::uintptr_t address) {
   const std::uintptr_t first = g.begin[which] & ~(kPageSize - 1);
   const std::uintptr_t last = (g.end[which] - 1) | (kPageSize - 1);
   return address >= first && address <= last;
-}
-
-std::string hex(std::uintptr_t value) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
 }
 
 }  // namespace
@@ -82,11 +75,9 @@ std::string copyFaultMessage(const char* call, const CopyFault& fault, const voi
   return callMessage(
       call,
       "the " + std::to_string(count) + "-byte " +
-          (source ? "source range at " + hex(reinterpret_cast<std::uintptr_t>(src)) +
-                        " is not readable host memory"
-                  : "destination range at " + hex(reinterpret_cast<std::uintptr_t>(dst)) +
-                        " is not writable host memory") +
-          ": the copy faulted at " + hex(fault.address) +
+          (source ? "source range at " + hexAddress(src) + " is not readable host memory"
+                  : "destination range at " + hexAddress(dst) + " is not writable host memory") +
+          ": the copy faulted at " + hexAddress(fault.address) +
           " and stopped there (the destination may be partly written). The device is unaffected.");
 }
 

@@ -133,12 +133,6 @@ orError_t fail(orError_t error, const char* call, std::string_view what) {
   return fail(error, callMessage(call, what));
 }
 
-std::string callMessage(const char* call, std::string_view what) {
-  std::string message = "openreg: ";
-  message.append(call).append(": ").append(what);
-  return message;
-}
-
 orError_t report(const Failure& failure) {
   failure.reported.store(true, std::memory_order_release);  // Note [Task errors] in Stream.cpp
   tLastError = failure.message;

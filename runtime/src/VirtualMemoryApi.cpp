@@ -4,7 +4,6 @@
 #include <openreg/runtime.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "Poison.h"
@@ -15,13 +14,6 @@ using namespace openreg;
 namespace {
 
 constexpr std::size_t kGranularity = DeviceMemory::kGranularity;
-
-std::string hex(const void* p) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
-  return buf;
-}
 
 // `size` must be a positive multiple of the granularity.
 orError_t checkSize(const char* call, std::size_t size) {
@@ -39,7 +31,7 @@ Device* reservedRange(const char* call, const void* ptr, std::size_t size, orErr
   Device* d = deviceOfPointer(ptr);
   if (d == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % kGranularity != 0) {
     *error = fail(orErrorInvalidValue, call,
-                  "ptr " + hex(ptr) +
+                  "ptr " + hexAddress(ptr) +
                       (d == nullptr ? " is not a device address (orMemAddressReserve gives one)"
                                     : " is not a multiple of the granularity (" +
                                           std::to_string(kGranularity) + " bytes)"));
