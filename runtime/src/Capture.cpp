@@ -251,17 +251,16 @@ orError_t orStreamBeginCapture(orStream_t handle, orStreamCaptureMode mode) {
   OR_ENTER();
   if (mode != orStreamCaptureModeGlobal && mode != orStreamCaptureModeThreadLocal &&
       mode != orStreamCaptureModeRelaxed) {
-    return fail(orErrorInvalidValue, "orStreamBeginCapture",
+    return fail(orErrorInvalidValue, __func__,
                 "mode is not an "
                 "orStreamCaptureMode");
   }
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamBeginCapture");
+  if (stream == nullptr) return invalidStream(__func__);
   CaptureTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   if (captureOf(t, *stream) != nullptr) {
-    return fail(orErrorNotPermitted, "orStreamBeginCapture",
-                "the stream already belongs to a capture");
+    return fail(orErrorNotPermitted, __func__, "the stream already belongs to a capture");
   }
   auto c = std::make_unique<Capture>();
   c->id = t.nextId++;
@@ -282,17 +281,17 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   OR_REQUIRE_NOT_NULL(graph);
   *graph = nullptr;
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamEndCapture");
+  if (stream == nullptr) return invalidStream(__func__);
   std::unique_ptr<Capture> ended;
   {
     CaptureTable& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
     Capture* c = captureOf(t, *stream);
     if (c == nullptr) {
-      return fail(orErrorNotPermitted, "orStreamEndCapture", "the stream is not capturing a graph");
+      return fail(orErrorNotPermitted, __func__, "the stream is not capturing a graph");
     }
     if (c->streams.front().get() != stream) {
-      return fail(orErrorNotPermitted, "orStreamEndCapture",
+      return fail(orErrorNotPermitted, __func__,
                   "the stream was forked off a capture; end the "
                   "capture on the stream that began it");
     }
@@ -309,12 +308,12 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   }
   // The captured tasks are destroyed here, outside the table's lock, if no graph takes them.
   if (!ended->invalid.empty()) {
-    return fail(orErrorStreamCaptureInvalidated, "orStreamEndCapture",
+    return fail(orErrorStreamCaptureInvalidated, __func__,
                 "the capture was invalidated: " + ended->invalid);
   }
   for (std::size_t j = 1; j < ended->streams.size(); ++j) {
     if (ended->clocks[0][j] < ended->clocks[j][j]) {
-      return fail(orErrorStreamCaptureInvalidated, "orStreamEndCapture",
+      return fail(orErrorStreamCaptureInvalidated, __func__,
                   ended->streams[j]->name() +
                       " was forked off the capture and not joined back: record an event on it "
                       "after its last work and make the capturing stream wait on it");
@@ -327,7 +326,7 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   data->ops = std::move(ended->ops);
   *graph = registerGraph(std::move(data));
   if (*graph == nullptr) {
-    return fail(orErrorMemoryAllocation, "orStreamEndCapture", "too many live graphs");
+    return fail(orErrorMemoryAllocation, __func__, "too many live graphs");
   }
   return orSuccess;
 }
@@ -337,7 +336,7 @@ orError_t orStreamGetCaptureInfo(orStream_t handle, orStreamCaptureStatus* statu
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(status);
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamGetCaptureInfo");
+  if (stream == nullptr) return invalidStream(__func__);
   *status = orStreamCaptureStatusNone;
   if (id != nullptr) *id = 0;
   if (gActiveCaptures.load(std::memory_order_relaxed) == 0) return orSuccess;

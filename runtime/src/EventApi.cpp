@@ -34,24 +34,24 @@ orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
 extern "C" {
 
 orError_t orEventCreate(orEvent_t* event) {
-  return createEvent("orEventCreate", event, orEventDefault);
+  return createEvent(__func__, event, orEventDefault);
 }
 
 orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
-  return createEvent("orEventCreateWithFlags", event, flags);
+  return createEvent(__func__, event, flags);
 }
 
 // [marker: event-record]
 orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventRecord");
+  if (event == nullptr) return invalidEvent(__func__);
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orEventRecord");
+    return invalidStream(__func__);
   }
   if (stream->device() != event->device()) {
-    return fail(orErrorInvalidResourceHandle, "orEventRecord",
+    return fail(orErrorInvalidResourceHandle, __func__,
                 "the event belongs to device " + std::to_string(event->device()) +
                     " but the stream to device " + std::to_string(stream->device()) +
                     "; create the event while the stream's device is current");
@@ -74,9 +74,9 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
 orError_t orEventRecordHost(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventRecordHost");
+  if (event == nullptr) return invalidEvent(__func__);
   if (!event->armHost()) {
-    return fail(orErrorNotPermitted, "orEventRecordHost",
+    return fail(orErrorNotPermitted, __func__,
                 "the event's previous host record is still pending; "
                 "complete it with orEventCompleteHost first");
   }
@@ -86,10 +86,10 @@ orError_t orEventRecordHost(orEvent_t handle) {
 orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventCompleteHost");
+  if (event == nullptr) return invalidEvent(__func__);
   std::shared_ptr<EventRecord> record = event->takeHost();
   if (record == nullptr) {
-    return fail(orErrorNotPermitted, "orEventCompleteHost",
+    return fail(orErrorNotPermitted, __func__,
                 "the event has no pending host record; arm one "
                 "with orEventRecordHost first");
   }
@@ -104,8 +104,8 @@ orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
 orError_t orEventQuery(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventQuery");
-  if (orError_t e = checkEventNotCaptured("orEventQuery", reinterpret_cast<std::uint64_t>(handle));
+  if (event == nullptr) return invalidEvent(__func__);
+  if (orError_t e = checkEventNotCaptured(__func__, reinterpret_cast<std::uint64_t>(handle));
       e != orSuccess)
     return e;
   std::shared_ptr<EventRecord> record = event->latest();
@@ -118,12 +118,11 @@ orError_t orEventQuery(orEvent_t handle) {
 orError_t orEventSynchronize(orEvent_t handle) {
   OR_ENTER_SYNCHRONIZING();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventSynchronize");
-  if (orError_t e =
-          checkEventNotCaptured("orEventSynchronize", reinterpret_cast<std::uint64_t>(handle));
+  if (event == nullptr) return invalidEvent(__func__);
+  if (orError_t e = checkEventNotCaptured(__func__, reinterpret_cast<std::uint64_t>(handle));
       e != orSuccess)
     return e;
-  if (orError_t e = checkCaptureSafe("orEventSynchronize"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(waitPolicy());
     if (const FailureRef failure = record->failure()) return report(*failure);
@@ -136,21 +135,19 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
   OR_REQUIRE_NOT_NULL(ms);
   Event* start = findEvent(startHandle);
   Event* end = findEvent(endHandle);
-  if (start == nullptr || end == nullptr) return invalidEvent("orEventElapsedTime");
+  if (start == nullptr || end == nullptr) return invalidEvent(__func__);
   if (!start->timing() || !end->timing()) {
-    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
+    return fail(orErrorInvalidResourceHandle, __func__,
                 "both events need timing (created without "
                 "orEventDisableTiming)");
   }
   if (start->device() != end->device()) {
-    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
-                "the events belong to different devices");
+    return fail(orErrorInvalidResourceHandle, __func__, "the events belong to different devices");
   }
   std::shared_ptr<EventRecord> a = start->latest();
   std::shared_ptr<EventRecord> b = end->latest();
   if (a == nullptr || b == nullptr) {
-    return fail(orErrorInvalidResourceHandle, "orEventElapsedTime",
-                "both events must have been recorded");
+    return fail(orErrorInvalidResourceHandle, __func__, "both events must have been recorded");
   }
   if (!a->done() || !b->done()) return orErrorNotReady;
   *ms = static_cast<float>(static_cast<double>(b->timeNs() - a->timeNs()) / 1e6);
@@ -160,7 +157,7 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
 orError_t orEventDestroy(orEvent_t handle) {
   OR_ENTER();
   std::shared_ptr<Event> event = runtime().events.erase(reinterpret_cast<std::uint64_t>(handle));
-  if (event == nullptr) return invalidEvent("orEventDestroy");
+  if (event == nullptr) return invalidEvent(__func__);
   // Nobody can complete a pending host record any more: fail it rather than leave its waiting
   // streams parked for ever (Note [Host-completed records]).
   if (std::shared_ptr<EventRecord> record = event->takeHost()) {

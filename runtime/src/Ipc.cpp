@@ -311,16 +311,15 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidValue, "orIpcGetMemHandle",
+    return fail(orErrorInvalidValue, __func__,
                 "devPtr is in a reservation (orMemAddressReserve, "
                 "orMemMap): memory mapped into a reservation cannot be shared between processes");
   }
   if (d == nullptr || !d->memory.find(devPtr, &a)) {
-    return fail(orErrorInvalidDevicePointer, "orIpcGetMemHandle",
-                "devPtr is in no live device allocation");
+    return fail(orErrorInvalidDevicePointer, __func__, "devPtr is in no live device allocation");
   }
   if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer, "orIpcGetMemHandle",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
                     "; it cannot be passed on: share it from the process that allocated it");
   }
@@ -329,7 +328,7 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   if (orError_t e = ensureTableLocked(s); e != orSuccess) return e;
   collectLocked(s);
   if (s.freeSlots.empty()) {
-    return fail(orErrorMemoryAllocation, "orIpcGetMemHandle",
+    return fail(orErrorMemoryAllocation, __func__,
                 std::to_string(kSlots) +
                     " handles of this process are outstanding (opened or not yet opened); close "
                     "or discard some in the processes that received them");
@@ -362,20 +361,19 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
 orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(devPtr);
-  constexpr const char* call = "orIpcOpenMemHandle";
+  const char* const call = __func__;
   if (flags != 0) {
-    return fail(orErrorInvalidValue, "orIpcOpenMemHandle",
-                "flags must be 0, not " + std::to_string(flags));
+    return fail(orErrorInvalidValue, __func__, "flags must be 0, not " + std::to_string(flags));
   }
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   if (h.pid == getpid()) {
-    return fail(orErrorInvalidValue, "orIpcOpenMemHandle",
+    return fail(orErrorInvalidValue, __func__,
                 "the handle was made by this process; a process "
                 "uses its own memory through the pointer it allocated");
   }
   if (h.device >= deviceCount()) {
-    return fail(orErrorInvalidDevice, "orIpcOpenMemHandle",
+    return fail(orErrorInvalidDevice, __func__,
                 "the handle's device " + std::to_string(h.device) +
                     " does not exist in this process (" + std::to_string(deviceCount()) +
                     " devices; give both processes the same OPENREG_DEVICE_COUNT)");
@@ -399,10 +397,10 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   std::string message;
   e = d.memory.allocate(h.size, &base, &message);
   if (e != orSuccess) {
-    message = callMessage("orIpcOpenMemHandle", "no room for the shared allocation: " + message);
+    message = callMessage(__func__, "no room for the shared allocation: " + message);
   } else if (!d.memory.mapImport(base, h.size, memory, h.offset, h.pid)) {
-    message = callMessage("orIpcOpenMemHandle", "mapping process " + std::to_string(h.pid) +
-                                                    "'s memory failed: " + errnoText());
+    message = callMessage(
+        __func__, "mapping process " + std::to_string(h.pid) + "'s memory failed: " + errnoText());
     d.memory.release(base);
     e = orErrorMemoryAllocation;
   }
@@ -427,8 +425,8 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   State& s = state();
   const auto base = reinterpret_cast<std::uintptr_t>(devPtr);
-  const auto notOpen = [] {
-    return fail(orErrorInvalidDevicePointer, "orIpcCloseMemHandle",
+  const auto notOpen = [call = __func__] {
+    return fail(orErrorInvalidDevicePointer, call,
                 "devPtr is not the start of memory opened with "
                 "orIpcOpenMemHandle (or it was closed already)");
   };
@@ -444,7 +442,7 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   Import& import = it->second;
   if (import.device->memory.releaseImport(devPtr) != orSuccess) {
     return fail(
-        orErrorMemoryAllocation, "orIpcCloseMemHandle",
+        orErrorMemoryAllocation, __func__,
         "mapping the own memory back failed (" + errnoText() + "); the shared memory stays open");
   }
   poisonMap().clear(base, import.size);
@@ -459,7 +457,7 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
 // [marker: ipc-discard-handle]
 orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle) {
   OR_ENTER_SYNCHRONIZING();
-  constexpr const char* call = "orIpcDiscardMemHandle";
+  const char* const call = __func__;
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   // An importer may hold a handle unopened while it uses the allocation through another mapping
@@ -483,8 +481,7 @@ orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!decode(handle, &h) || h.pid != getpid() || s.table == nullptr ||
       h.tableInode != s.tableInode) {
-    return fail(orErrorInvalidValue, "orIpcMemHandleQuery",
-                "handle is not an IPC handle made by this process");
+    return fail(orErrorInvalidValue, __func__, "handle is not an IPC handle made by this process");
   }
   collectLocked(s);
   const std::uint64_t w = s.table[h.slot].word.load(std::memory_order_acquire);
@@ -495,7 +492,7 @@ orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info, orIpcMemHandle_t handl
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(info);
   HandleData h;
-  if (!decode(handle, &h)) return notAHandle("orIpcGetMemHandleInfo");
+  if (!decode(handle, &h)) return notAHandle(__func__);
   info->device = h.device;
   info->exporterPid = h.pid;
   info->memoryId = h.memoryInode;

@@ -222,30 +222,30 @@ orError_t orMalloc(void** devPtr, size_t size) {
   if (ipc::gRetired.load(std::memory_order_relaxed) > 0) ipc::collectRetired();
   std::string message;
   const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
-  return e == orSuccess ? e : fail(e, "orMalloc", message);
+  return e == orSuccess ? e : fail(e, __func__, message);
 }
 
 orError_t orFree(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orFree"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   // Checked before synchronizing: a rejected free must not consume a pending task error.
   if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidDevicePointer, "orFree",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "devPtr is in a reservation (orMemAddressReserve), not an "
                 "allocation: release its memory with orMemUnmap and the range with "
                 "orMemAddressFree");
   }
   if (d == nullptr || !d->memory.find(devPtr, &a) ||
       a.base != reinterpret_cast<std::uintptr_t>(devPtr)) {
-    return fail(orErrorInvalidDevicePointer, "orFree",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "devPtr is not the start of a live device allocation (an interior "
                 "pointer, a double free, or not from orMalloc)");
   }
   if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer, "orFree",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
                     "; close it with orIpcCloseMemHandle");
   }
@@ -261,7 +261,7 @@ orError_t orFree(void* devPtr) {
     return orSuccess;
   }
   if (d->memory.release(devPtr) != orSuccess) {
-    return fail(orErrorInvalidDevicePointer, "orFree",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "devPtr was freed by another thread meanwhile (double free)");
   }
   poisonMap().clear(a.base, a.reserved);
@@ -282,12 +282,12 @@ orError_t orMemReuse(void* devPtr, size_t size, orStream_t streamHandle) {
   const bool inAllocation = d != nullptr && d->memory.find(devPtr, &a) && size <= a.reserved &&
                             begin - a.base <= a.reserved - size;
   if (!inAllocation && (d == nullptr || !d->memory.containsMapped(devPtr, size))) {
-    return fail(orErrorInvalidDevicePointer, "orMemReuse",
+    return fail(orErrorInvalidDevicePointer, __func__,
                 "the range is not inside one live device allocation, nor "
                 "mapped in whole in one reservation");
   }
   Stream* stream = resolveStream(streamHandle);
-  if (stream == nullptr) return invalidStream("orMemReuse");
+  if (stream == nullptr) return invalidStream(__func__);
   StreamOp op;
   op.task = Task(ReuseTask{d->memory.toKernel(devPtr), size});
   return launchOp(*stream, std::move(op), /*mustComplete=*/false);
@@ -301,7 +301,7 @@ orError_t orMallocHost(void** ptr, size_t size) {
     return orSuccess;
   }
   if (hostMemory().allocate(size, ptr) != orSuccess) {
-    return fail(orErrorMemoryAllocation, "orMallocHost",
+    return fail(orErrorMemoryAllocation, __func__,
                 "cannot allocate " + std::to_string(size) + " bytes of pinned host memory");
   }
   return orSuccess;
@@ -310,16 +310,16 @@ orError_t orMallocHost(void** ptr, size_t size) {
 orError_t orFreeHost(void* ptr) {
   OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orFreeHost"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   void* base = nullptr;
   if (!hostMemory().findRange(ptr, 0, &base, nullptr) || base != ptr) {
-    return fail(orErrorInvalidValue, "orFreeHost",
+    return fail(orErrorInvalidValue, __func__,
                 "ptr is not the start of a live pinned allocation (an "
                 "interior pointer, a double free, or not from orMallocHost)");
   }
   waitForAllDevices();  // copies queued on any stream may use it; never reports, as orFree
   if (hostMemory().release(ptr) != orSuccess) {
-    return fail(orErrorInvalidValue, "orFreeHost",
+    return fail(orErrorInvalidValue, __func__,
                 "ptr was freed by another thread meanwhile (double free)");
   }
   return orSuccess;
@@ -341,7 +341,7 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
       attributes->base = reinterpret_cast<void*>(r.base);
       attributes->size = r.size;
     } else {
-      return fail(orErrorInvalidDevicePointer, "orPointerGetAttributes",
+      return fail(orErrorInvalidDevicePointer, __func__,
                   r.size != 0 ? "ptr is in an unmapped part of a reservation (orMemMap backs it "
                                 "with memory)"
                               : "ptr is device memory in no live allocation");
@@ -368,53 +368,52 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orMemcpyAsync");
+    return invalidStream(__func__);
   }
   if (count == 0) return orSuccess;
   Side d, s;
-  if (orError_t e = checkCopy("orMemcpyAsync", dst, src, count, &kind, &d, &s); e != orSuccess)
-    return e;
+  if (orError_t e = checkCopy(__func__, dst, src, count, &kind, &d, &s); e != orSuccess) return e;
   if (kind == orMemcpyHostToHost && !d.pinned && !s.pinned) {
-    return hostCopy("orMemcpyAsync", dst, src, count);  // synchronous in CUDA too
+    return hostCopy(__func__, dst, src, count);  // synchronous in CUDA too
   }
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
   const ScopedTaskLabel label = copyLabel(d, s);
   if (!pageable) {
-    return launchOp(*stream, copyOp("orMemcpyAsync", dst, src, count, d, s, nullptr));
+    return launchOp(*stream, copyOp(__func__, dst, src, count, d, s, nullptr));
   }
-  if (onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
-  return copyAndWait("orMemcpyAsync", *stream, dst, src, count, d, s);
+  if (onDeviceWorker()) return synchronizingInTask(__func__);
+  return copyAndWait(__func__, *stream, dst, src, count, d, s);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   OR_ENTER_SYNCHRONIZING();
   if (count == 0) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orMemcpy"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Side d, s;
-  if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
-  if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
+  if (orError_t e = checkCopy(__func__, dst, src, count, &kind, &d, &s); e != orSuccess) return e;
+  if (kind == orMemcpyHostToHost) return hostCopy(__func__, dst, src, count);
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
   const ScopedTaskLabel label = copyLabel(d, s);
-  return copyAndWait("orMemcpy", stream, dst, src, count, d, s);
+  return copyAndWait(__func__, stream, dst, src, count, d, s);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orMemsetAsync");
+    return invalidStream(__func__);
   }
-  return enqueueMemset("orMemsetAsync", *stream, devPtr, value, count, /*mustComplete=*/false);
+  return enqueueMemset(__func__, *stream, devPtr, value, count, /*mustComplete=*/false);
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
   OR_ENTER_SYNCHRONIZING();
-  if (orError_t e = checkCaptureSafe("orMemset"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) return notDeviceMemory("orMemset");
-  return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
+  if (d == nullptr) return notDeviceMemory(__func__);
+  return enqueueMemset(__func__, *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
 }
 
 // [marker: get-kernel-pointer]
@@ -422,7 +421,7 @@ orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(kernelPtr);
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) return notDeviceMemory("orGetKernelPointer");
+  if (d == nullptr) return notDeviceMemory(__func__);
   *kernelPtr = d->memory.toKernel(devPtr);
   return orSuccess;
 }

@@ -72,26 +72,26 @@ orError_t orMemGetAllocationGranularity(size_t* granularity) {
 orError_t orMemAddressReserve(void** ptr, size_t size) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(ptr);
-  if (orError_t e = checkSize("orMemAddressReserve", size); e != orSuccess) return e;
+  if (orError_t e = checkSize(__func__, size); e != orSuccess) return e;
   std::string message;
   const orError_t e = device(currentDevice()).memory.reserve(size, ptr, &message);
-  return e == orSuccess ? e : fail(e, "orMemAddressReserve", message);
+  return e == orSuccess ? e : fail(e, __func__, message);
 }
 
 orError_t orMemAddressFree(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemAddressFree", ptr, size, &DeviceMemory::releaseReservation);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::releaseReservation);
 }
 
 // [marker: mem-map]
 orError_t orMemMap(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemMap", ptr, size, &DeviceMemory::mapRange);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::mapRange);
 }
 
 orError_t orMemUnmap(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemUnmap", ptr, size, &DeviceMemory::unmapRange);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::unmapRange);
 }
 
 }  // extern "C"
