@@ -13,40 +13,6 @@ namespace openreg::distributed {
 
 namespace {
 
-bool isAvg(const c10d::ReduceOp& op) {
-  return op.op_ == c10d::ReduceOp::AVG;
-}
-
-// Gloo has no AVG: occl sums and divides by the group size, as NCCL's average does (integers
-// truncate). PREMUL_SUM is NCCL's own and is refused here, naming what to use.
-c10d::ReduceOp glooReduceOp(const char* op, const c10d::ReduceOp& reduceOp) {
-  TORCH_CHECK(reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM, "occl ", op,
-              ": ReduceOp.PREMUL_SUM is not supported (Gloo has no pre-multiplied sum); scale the "
-              "inputs and use ReduceOp.SUM.");
-  if (isAvg(reduceOp)) return c10d::ReduceOp(c10d::ReduceOp::SUM);
-  return reduceOp;
-}
-
-// Runs after Gloo's sum, on the completion thread, with the CPU's division kernel.
-WorkOccl::After divideAfter(std::vector<at::Tensor> aliases, int64_t n) {
-  return [aliases = std::move(aliases), n]() mutable {
-    for (auto& t : aliases) {
-      if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
-        t.div_(n, "trunc");
-      } else {
-        t.div_(n);
-      }
-    }
-  };
-}
-
-// The tensors of per-rank output lists, in order: what a gathering Work's future completes with.
-std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<at::Tensor> flat;
-  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
-  return flat;
-}
-
 // One call of a collective. Its name, given once, names it in the Work, in every message and in
 // the profiler. It checks that the call's tensors share one device, makes the aliases Gloo is
 // given, turns the reduce op into one Gloo has, and makes the Work.
@@ -77,16 +43,9 @@ class Collective {
 
   // A reducing collective's options as Gloo is given them (see glooReduceOp).
   template <class Options>
-  Options glooOptions(const Options& opts) {
-    Options glooOpts = opts;
-    glooOpts.reduceOp = glooReduceOp(name_, opts.reduceOp);
-    average_ = isAvg(opts.reduceOp);
-    return glooOpts;
-  }
+  Options glooOptions(const Options& opts);
   // After glooOptions: AVG's division of `aliases`, or nothing for the other reduce ops.
-  WorkOccl::After averageAfter(std::vector<at::Tensor> aliases, int64_t groupSize) const {
-    return average_ ? divideAfter(std::move(aliases), groupSize) : nullptr;
-  }
+  WorkOccl::After averageAfter(std::vector<at::Tensor> aliases, int64_t groupSize) const;
 
   // The Work, keeping every tensor aliased so far; `outputs` is its future's value.
   c10::intrusive_ptr<WorkOccl> work(std::vector<at::Tensor> outputs, WorkOccl::Launch launch,
@@ -124,6 +83,52 @@ class Collective {
   std::optional<c10::Device> device_;
   std::vector<at::Tensor> originals_;
 };
+
+bool isAvg(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::AVG;
+}
+
+// Gloo has no AVG: occl sums and divides by the group size, as NCCL's average does (integers
+// truncate). PREMUL_SUM is NCCL's own and is refused here, naming what to use.
+c10d::ReduceOp glooReduceOp(const char* op, const c10d::ReduceOp& reduceOp) {
+  TORCH_CHECK(reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM, "occl ", op,
+              ": ReduceOp.PREMUL_SUM is not supported (Gloo has no pre-multiplied sum); scale the "
+              "inputs and use ReduceOp.SUM.");
+  if (isAvg(reduceOp)) return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  return reduceOp;
+}
+
+// Runs after Gloo's sum, on the completion thread, with the CPU's division kernel.
+WorkOccl::After divideAfter(std::vector<at::Tensor> aliases, int64_t n) {
+  return [aliases = std::move(aliases), n]() mutable {
+    for (auto& t : aliases) {
+      if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+        t.div_(n, "trunc");
+      } else {
+        t.div_(n);
+      }
+    }
+  };
+}
+
+// The tensors of per-rank output lists, in order: what a gathering Work's future completes with.
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
+template <class Options>
+Options Collective::glooOptions(const Options& opts) {
+  Options glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp(name_, opts.reduceOp);
+  average_ = isAvg(opts.reduceOp);
+  return glooOpts;
+}
+
+WorkOccl::After Collective::averageAfter(std::vector<at::Tensor> aliases, int64_t groupSize) const {
+  return average_ ? divideAfter(std::move(aliases), groupSize) : nullptr;
+}
 
 // Hands the operation to Gloo when the Work is launched: Gloo's `method` on copies of `args`.
 template <class Method, class... Args>
