@@ -222,7 +222,8 @@ def test_another_devices_stream_is_not_made_current_on_this_device():
         with pytest.raises(ValueError) as info:
             set_stream(claimed)
         message = str(info.value)
-        assert "names a stream of device openreg:1, not of openreg:0" in message, message
+        named = f"openreg:0 stream {theirs.stream_id >> 32} names a stream of device openreg:1"
+        assert f"{named}, not of openreg:0" in message, message
         assert "torch.openreg.Stream()" in message
         assert openreg.current_stream(0) == openreg.default_stream(0)
     device_works()

@@ -20,16 +20,6 @@
 namespace openreg {
 namespace {
 
-bool isOpenReg(const at::Tensor& t) {
-  return t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-bool isPinned(const at::Tensor& t) {
-  orPointerAttributes attributes;
-  return orPointerGetAttributes(&attributes, t.data_ptr()) == orSuccess &&
-         attributes.type == orMemoryTypeHost;
-}
-
 // Orders `later` after the work queued so far on `earlier` (streams of any devices).
 void streamWait(const OpenRegStream& later, const OpenRegStream& earlier) {
   if (later == earlier) return;
@@ -69,7 +59,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   // memory a failed task left behind: Note [Poisoned memory] in runtime/src/Poison.h), whatever
   // another thread's synchronization reported meanwhile.
   const at::Tensor& hostSide = toDevice ? self : dst;
-  const bool pinned = !(toDevice && fromDevice) && isPinned(hostSide);
+  const bool pinned = !(toDevice && fromDevice) && isPinnedPtr(hostSide.data_ptr());
   const bool asynchronous = (toDevice && fromDevice) || (non_blocking && pinned);
   const orStream_t handle = stream.stream();
   // Plain bytes go through the runtime's copy (one memmove), unless the caller waits for a

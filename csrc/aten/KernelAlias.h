@@ -15,6 +15,11 @@
 
 namespace openreg {
 
+// True for a defined tensor on an openreg device: the tensors that have kernel aliases.
+inline bool isOpenReg(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
 // An undefined tensor (an absent optional argument or output) gives an undefined alias.
 OPENREG_TORCH_API at::Tensor kernelAlias(const at::Tensor& deviceTensor);
 

@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include "aten/Copy.h"
+#include "aten/EmptyTensor.h"
 #include "aten/KernelAlias.h"
 #include "aten/NativeKernel.h"
 #include "aten/Registration.h"
@@ -29,8 +30,6 @@
 
 namespace openreg {
 namespace {
-
-constexpr c10::DispatchKeySet kOpenRegKeys{c10::DispatchKey::PrivateUse1};
 
 // Kernels registered with m.impl get no DeviceGuard from codegen (in-tree backends do): the
 // factories switch to the requested device themselves, since the allocator uses the current one.
@@ -66,16 +65,20 @@ at::Tensor fillIfDeterministic(at::Tensor t) {
   return t;
 }
 
+// The tensor options the device's factories refuse.
+void checkFactoryOptions(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "openreg: only strided tensors are supported");
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<at::Layout> layout, std::optional<at::Device> device,
                  std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   return factory("aten::empty.memory_format", device, [&] {
-    TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
-    TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-                "openreg: only strided tensors are supported");
+    checkFactoryOptions(layout, pin_memory);
     DeviceScope scope(targetDevice(device));
-    return fillIfDeterministic(at::detail::empty_generic(
-        size, &deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype), memory_format));
+    return fillIfDeterministic(emptyOnDevice(size, c10::dtype_or_default(dtype), memory_format));
   });
 }
 
@@ -84,9 +87,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
   return factory("aten::empty_strided", device, [&] {
-    TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
-    TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-                "openreg: only strided tensors are supported");
+    checkFactoryOptions(layout, pin_memory);
     DeviceScope scope(targetDevice(device));
     return fillIfDeterministic(emptyStridedOnDevice(size, stride, c10::dtype_or_default(dtype)));
   });

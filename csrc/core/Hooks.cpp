@@ -78,9 +78,7 @@ at::Device Hooks::getDeviceFromPtr(void* data) const {
 }
 
 bool Hooks::isPinnedPtr(const void* data) const {
-  orPointerAttributes attributes;
-  return orPointerGetAttributes(&attributes, data) == orSuccess &&
-         attributes.type == orMemoryTypeHost;
+  return openreg::isPinnedPtr(data);
 }
 
 at::Allocator* Hooks::getPinnedMemoryAllocator() const {

@@ -21,11 +21,20 @@ namespace {
 using c10::DeviceIndex;
 using c10::StreamId;
 
+// The pools' index is -priority, as the runtime's ready queues' and CUDA's pools' are (Note
+// [Stream priority index] in runtime/src/Stream.h): [0] priority 0 (normal), [1] priority -1
+// (high).
+constexpr int kPoolCount = 2;
+
+int poolIndex(bool isHighPriority) {
+  return isHighPriority ? 1 : 0;
+}
+
 // See Note [OpenReg stream ids].
 struct DevicePools {
   std::once_flag created;
-  std::array<StreamId, kStreamsPerPool> streams[2];  // [0] normal, [1] high priority
-  std::atomic<uint32_t> next[2]{};
+  std::array<StreamId, kStreamsPerPool> streams[kPoolCount];
+  std::atomic<uint32_t> next[kPoolCount]{};
   std::atomic<StreamId> defaultHandle{0};  // the default stream's runtime handle, mapped to id 0
 };
 
@@ -60,10 +69,12 @@ void createPools(DeviceIndex device) {
     DeviceScope scope(device);
     int least = 0, greatest = 0;
     OPENREG_CHECK(orDeviceGetStreamPriorityRange(&least, &greatest));
-    for (int high = 0; high < 2; ++high) {
-      for (auto& id : p.streams[high]) {
+    TORCH_INTERNAL_ASSERT(least - greatest + 1 == kPoolCount, "openreg: the runtime has ",
+                          least - greatest + 1, " stream priorities, the pools ", kPoolCount);
+    for (int index = 0; index < kPoolCount; ++index) {
+      for (auto& id : p.streams[index]) {
         orStream_t s = nullptr;
-        OPENREG_CHECK(orStreamCreateWithPriority(&s, 0, high ? greatest : least));
+        OPENREG_CHECK(orStreamCreateWithPriority(&s, 0, least - index));
         id = reinterpret_cast<StreamId>(s);
       }
     }
@@ -149,7 +160,7 @@ OpenRegStream getStreamFromPool(bool isHighPriority, DeviceIndex device) {
   device = resolve(device);
   createPools(device);
   DevicePools& p = pools()[device];
-  const int pool = isHighPriority ? 1 : 0;
+  const int pool = poolIndex(isHighPriority);
   const uint32_t index = p.next[pool].fetch_add(1, std::memory_order_relaxed) % kStreamsPerPool;
   return OpenRegStream(makeStream(device, p.streams[pool][index]));
 }
@@ -173,8 +184,13 @@ void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
   }));
 }
 
+int64_t streamNumber(c10::StreamId id) {
+  return static_cast<int64_t>(static_cast<uint64_t>(id) >> 32);
+}
+
 std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream) {
-  return os << stream.unwrap();
+  return os << "openreg:" << static_cast<int>(stream.device_index()) << " stream "
+            << streamNumber(stream.id());
 }
 
 }  // namespace openreg

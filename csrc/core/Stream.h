@@ -4,7 +4,10 @@
 // A c10::StreamId is the runtime's orStream_t handle value, except that every device's default
 // stream has id 0. Handles already validate themselves (see Note [Handle validation] in
 // runtime/src/HandleTable.h), so no table maps ids to streams, and an id from a destroyed
-// external stream fails with a clear error instead of reaching freed memory.
+// external stream fails with a clear error instead of reaching freed memory. Messages and profiles
+// name a stream "openreg:<device> stream <n>" (streamNumber), as the runtime's messages do: n is 0
+// for the default stream, else the number of the handle's slot (its high 32 bits, Note [Handle
+// validation]), small and unique among the live streams, where the id is a 64-bit number.
 //
 // Pools: per device, kStreamsPerPool streams of each priority (normal and high), created on first
 // use and handed out round robin, as CUDA's pools are. The current stream is per thread and per
@@ -68,6 +71,10 @@ OPENREG_TORCH_API OpenRegStream getStreamFromExternal(orStream_t stream, c10::De
 // torch.cuda._sleep: lets tests observe pending work, events not yet reached, waits that hold.
 OPENREG_TORCH_API void sleepOnStream(OpenRegStream stream, int64_t milliseconds);
 
+// The number messages and profiles give the stream of id `id` (Note [OpenReg stream ids]).
+OPENREG_TORCH_API int64_t streamNumber(c10::StreamId id);
+
+// "openreg:<device> stream <n>".
 OPENREG_TORCH_API std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream);
 
 }  // namespace openreg

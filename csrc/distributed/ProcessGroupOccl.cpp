@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "aten/KernelAlias.h"
@@ -12,11 +13,14 @@ namespace openreg::distributed {
 
 namespace {
 
-// The tensors of one call: checks they share one device and makes the aliases Gloo is given.
+// One call of a collective. Its name, given once, names it in the Work, in every message and in
+// the profiler. It checks that the call's tensors share one device, makes the aliases Gloo is
+// given, turns the reduce op into one Gloo has, and makes the Work.
 // [marker: occl-call-tensors]
-class CallTensors {
+class Collective {
  public:
-  explicit CallTensors(const char* op) : op_(op) {}
+  Collective(int rank, c10d::OpType type, const char* name)
+      : rank_(rank), type_(type), name_(name) {}
 
   at::Tensor alias(const at::Tensor& t) {
     if (!t.defined()) return t;
@@ -37,16 +41,28 @@ class CallTensors {
     return out;
   }
 
+  // A reducing collective's options as Gloo is given them (see glooReduceOp).
+  template <class Options>
+  Options glooOptions(const Options& opts);
+  // After glooOptions: AVG's division of `aliases`, or nothing for the other reduce ops.
+  WorkOccl::After averageAfter(std::vector<at::Tensor> aliases, int64_t groupSize) const;
+
+  // The Work, keeping every tensor aliased so far; `outputs` is its future's value.
+  c10::intrusive_ptr<WorkOccl> work(std::vector<at::Tensor> outputs, WorkOccl::Launch launch,
+                                    WorkOccl::After after = nullptr) {
+    return c10::make_intrusive<WorkOccl>(rank_, type_, name_, device(), std::move(originals_),
+                                         std::move(outputs), std::move(launch), std::move(after));
+  }
+
+ private:
   // The openreg device of the call, or nullopt for CPU tensors (or none).
   std::optional<c10::Device> device() const {
     if (device_.has_value() && device_->is_privateuseone()) return device_;
     return std::nullopt;
   }
-  std::vector<at::Tensor> takeOriginals() { return std::move(originals_); }
 
- private:
   void check(c10::Device device) {
-    TORCH_CHECK(device.is_privateuseone() || device.is_cpu(), "occl ", op_, ": a tensor is on ",
+    TORCH_CHECK(device.is_privateuseone() || device.is_cpu(), "occl ", name_, ": a tensor is on ",
                 device.str(),
                 "; the occl backend serves openreg tensors (and a group's cpu tensors). Move it "
                 "with .to(\"openreg\").");
@@ -54,13 +70,16 @@ class CallTensors {
       device_ = device;
       return;
     }
-    TORCH_CHECK(*device_ == device, "occl ", op_, ": a tensor is on ", device.str(),
+    TORCH_CHECK(*device_ == device, "occl ", name_, ": a tensor is on ", device.str(),
                 " but an earlier tensor of the same call is on ", device_->str(),
                 ". One collective's tensors must all be on one device: move them with .to(\"",
                 device_->str(), "\").");
   }
 
-  const char* op_;
+  const int rank_;
+  const c10d::OpType type_;
+  const char* const name_;
+  bool average_ = false;
   std::optional<c10::Device> device_;
   std::vector<at::Tensor> originals_;
 };
@@ -97,6 +116,26 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
   std::vector<at::Tensor> flat;
   for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
   return flat;
+}
+
+template <class Options>
+Options Collective::glooOptions(const Options& opts) {
+  Options glooOpts = opts;
+  glooOpts.reduceOp = glooReduceOp(name_, opts.reduceOp);
+  average_ = isAvg(opts.reduceOp);
+  return glooOpts;
+}
+
+WorkOccl::After Collective::averageAfter(std::vector<at::Tensor> aliases, int64_t groupSize) const {
+  return average_ ? divideAfter(std::move(aliases), groupSize) : nullptr;
+}
+
+// Hands the operation to Gloo when the Work is launched: Gloo's `method` on copies of `args`.
+template <class Method, class... Args>
+WorkOccl::Launch onGloo(c10::intrusive_ptr<c10d::Backend> gloo, Method method, Args... args) {
+  return [gloo = std::move(gloo), method, ... args = std::move(args)]() mutable {
+    return std::invoke(method, *gloo, args...);
+  };
 }
 
 }  // namespace
@@ -279,257 +318,175 @@ void ProcessGroupOccl::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 // [marker: occl-collectives]
+// Every collective is written the same way: a Collective named once, the aliases of its tensors,
+// Gloo's method on them, and for the reducing ones AVG's division after it.
+using Gloo = c10d::Backend;
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
-  CallTensors call("broadcast");
+  Collective call(rank_, c10d::OpType::BROADCAST, "broadcast");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::BROADCAST, "broadcast", device, call.takeOriginals(), tensors,
-      [gloo = gloo_, aliases, opts]() mutable { return gloo->broadcast(aliases, opts); }));
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::broadcast, aliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
-  CallTensors call("all_reduce");
+  Collective call(rank_, c10d::OpType::ALLREDUCE, "all_reduce");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  c10d::AllreduceOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("all_reduce", opts.reduceOp);
-  const bool avg = isAvg(opts.reduceOp);
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLREDUCE, "all_reduce", device, call.takeOriginals(), tensors,
-      [gloo = gloo_, aliases, glooOpts]() mutable { return gloo->allreduce(aliases, glooOpts); },
-      avg ? divideAfter(aliases, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::allreduce, aliases, glooOpts),
+                           call.averageAfter(aliases, size_)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  CallTensors call("all_reduce_coalesced");
+  Collective call(rank_, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  c10d::AllreduceCoalescedOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("all_reduce_coalesced", opts.reduceOp);
-  const bool avg = isAvg(opts.reduceOp);
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", device,
-      call.takeOriginals(), tensors,
-      [gloo = gloo_, aliases, glooOpts]() mutable {
-        return gloo->allreduce_coalesced(aliases, glooOpts);
-      },
-      avg ? divideAfter(aliases, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::allreduce_coalesced, aliases, glooOpts),
+                           call.averageAfter(aliases, size_)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
-  CallTensors call("reduce");
+  Collective call(rank_, c10d::OpType::REDUCE, "reduce");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  c10d::ReduceOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("reduce", opts.reduceOp);
-  const bool avgHere = isAvg(opts.reduceOp) && opts.rootRank == rank_;
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::REDUCE, "reduce", device, call.takeOriginals(), tensors,
-      [gloo = gloo_, aliases, glooOpts]() mutable { return gloo->reduce(aliases, glooOpts); },
-      avgHere ? divideAfter(aliases, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  // Only the root holds the sum to divide.
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::reduce, aliases, glooOpts),
+                           opts.rootRank == rank_ ? call.averageAfter(aliases, size_) : nullptr));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  CallTensors call("all_gather");
+  Collective call(rank_, c10d::OpType::ALLGATHER, "all_gather");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLGATHER, "all_gather", device, call.takeOriginals(), flatten(outputs),
-      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->allgather(outAliases, inAliases, opts);
-      }));
+  return enqueue(
+      call.work(flatten(outputs), onGloo(gloo_, &Gloo::allgather, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  CallTensors call("all_gather_into_tensor");
+  Collective call(rank_, c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor");
   auto outAlias = call.alias(output);
   auto inAlias = call.alias(input);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device, call.takeOriginals(),
-      std::vector<at::Tensor>{output}, [gloo = gloo_, outAlias, inAlias, opts]() mutable {
-        return gloo->_allgather_base(outAlias, inAlias, opts);
-      }));
+  return enqueue(
+      call.work({output}, onGloo(gloo_, &Gloo::_allgather_base, outAlias, inAlias, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  CallTensors call("all_gather_coalesced");
+  Collective call(rank_, c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced");
   auto outAliases = call.alias(outputLists);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", device,
-      call.takeOriginals(), flatten(outputLists),
-      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->allgather_coalesced(outAliases, inAliases, opts);
-      }));
+  return enqueue(call.work(flatten(outputLists),
+                           onGloo(gloo_, &Gloo::allgather_coalesced, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  CallTensors call("all_gather_into_tensor_coalesced");
+  Collective call(rank_, c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", device,
-      call.takeOriginals(), outputs, [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->allgather_into_tensor_coalesced(outAliases, inAliases, opts);
-      }));
+  return enqueue(call.work(
+      outputs, onGloo(gloo_, &Gloo::allgather_into_tensor_coalesced, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  CallTensors call("gather");
+  Collective call(rank_, c10d::OpType::GATHER, "gather");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::GATHER, "gather", device, call.takeOriginals(), flatten(outputs),
-      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->gather(outAliases, inAliases, opts);
-      }));
+  return enqueue(
+      call.work(flatten(outputs), onGloo(gloo_, &Gloo::gather, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  CallTensors call("scatter");
+  Collective call(rank_, c10d::OpType::SCATTER, "scatter");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::SCATTER, "scatter", device, call.takeOriginals(), outputs,
-      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->scatter(outAliases, inAliases, opts);
-      }));
+  return enqueue(call.work(outputs, onGloo(gloo_, &Gloo::scatter, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  CallTensors call("reduce_scatter");
+  Collective call(rank_, c10d::OpType::REDUCE_SCATTER, "reduce_scatter");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  c10d::ReduceScatterOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("reduce_scatter", opts.reduceOp);
-  const bool avg = isAvg(opts.reduceOp);
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, call.takeOriginals(), outputs,
-      [gloo = gloo_, outAliases, inAliases, glooOpts]() mutable {
-        return gloo->reduce_scatter(outAliases, inAliases, glooOpts);
-      },
-      avg ? divideAfter(outAliases, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  return enqueue(call.work(outputs,
+                           onGloo(gloo_, &Gloo::reduce_scatter, outAliases, inAliases, glooOpts),
+                           call.averageAfter(outAliases, size_)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  CallTensors call("reduce_scatter_tensor");
+  Collective call(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor");
   auto outAlias = call.alias(output);
   auto inAlias = call.alias(input);
-  auto device = call.device();
-  c10d::ReduceScatterOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("reduce_scatter_tensor", opts.reduceOp);
-  const bool avg = isAvg(opts.reduceOp);
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", device,
-      call.takeOriginals(), std::vector<at::Tensor>{output},
-      [gloo = gloo_, outAlias, inAlias, glooOpts]() mutable {
-        return gloo->_reduce_scatter_base(outAlias, inAlias, glooOpts);
-      },
-      avg ? divideAfter({outAlias}, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  return enqueue(call.work({output},
+                           onGloo(gloo_, &Gloo::_reduce_scatter_base, outAlias, inAlias, glooOpts),
+                           call.averageAfter({outAlias}, size_)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  CallTensors call("reduce_scatter_tensor_coalesced");
+  Collective call(rank_, c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  c10d::ReduceScatterOptions glooOpts = opts;
-  glooOpts.reduceOp = glooReduceOp("reduce_scatter_tensor_coalesced", opts.reduceOp);
-  const bool avg = isAvg(opts.reduceOp);
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", device,
-      call.takeOriginals(), outputs,
-      [gloo = gloo_, outAliases, inAliases, glooOpts]() mutable {
-        return gloo->reduce_scatter_tensor_coalesced(outAliases, inAliases, glooOpts);
-      },
-      avg ? divideAfter(outAliases, size_) : nullptr));
+  const auto glooOpts = call.glooOptions(opts);
+  return enqueue(call.work(
+      outputs,
+      onGloo(gloo_, &Gloo::reduce_scatter_tensor_coalesced, outAliases, inAliases, glooOpts),
+      call.averageAfter(outAliases, size_)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
     std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
-  CallTensors call("all_to_all_single");
+  Collective call(rank_, c10d::OpType::ALLTOALL_BASE, "all_to_all_single");
   auto outAlias = call.alias(output);
   auto inAlias = call.alias(input);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, call.takeOriginals(),
-      std::vector<at::Tensor>{output},
-      [gloo = gloo_, outAlias, inAlias, outputSplitSizes, inputSplitSizes, opts]() mutable {
-        return gloo->alltoall_base(outAlias, inAlias, outputSplitSizes, inputSplitSizes, opts);
-      }));
+  return enqueue(call.work({output}, onGloo(gloo_, &Gloo::alltoall_base, outAlias, inAlias,
+                                            outputSplitSizes, inputSplitSizes, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
-  CallTensors call("all_to_all");
+  Collective call(rank_, c10d::OpType::ALLTOALL, "all_to_all");
   auto outAliases = call.alias(outputs);
   auto inAliases = call.alias(inputs);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::ALLTOALL, "all_to_all", device, call.takeOriginals(), outputs,
-      [gloo = gloo_, outAliases, inAliases, opts]() mutable {
-        return gloo->alltoall(outAliases, inAliases, opts);
-      }));
+  return enqueue(call.work(outputs, onGloo(gloo_, &Gloo::alltoall, outAliases, inAliases, opts)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::send(std::vector<at::Tensor>& tensors, int dstRank,
                                                       int tag) {
-  CallTensors call("send");
+  Collective call(rank_, c10d::OpType::SEND, "send");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(rank_, c10d::OpType::SEND, "send", device,
-                                               call.takeOriginals(), tensors,
-                                               [gloo = gloo_, aliases, dstRank, tag]() mutable {
-                                                 return gloo->send(aliases, dstRank, tag);
-                                               }));
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::send, aliases, dstRank, tag)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::recv(std::vector<at::Tensor>& tensors, int srcRank,
                                                       int tag) {
-  CallTensors call("recv");
+  Collective call(rank_, c10d::OpType::RECV, "recv");
   auto aliases = call.alias(tensors);
-  auto device = call.device();
-  return enqueue(c10::make_intrusive<WorkOccl>(rank_, c10d::OpType::RECV, "recv", device,
-                                               call.takeOriginals(), tensors,
-                                               [gloo = gloo_, aliases, srcRank, tag]() mutable {
-                                                 return gloo->recv(aliases, srcRank, tag);
-                                               }));
+  return enqueue(call.work(tensors, onGloo(gloo_, &Gloo::recv, aliases, srcRank, tag)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(c10::make_intrusive<WorkOccl>(
-      rank_, c10d::OpType::BARRIER, "barrier", std::nullopt, std::vector<at::Tensor>{},
-      std::vector<at::Tensor>{}, [gloo = gloo_, opts]() mutable { return gloo->barrier(opts); }));
+  Collective call(rank_, c10d::OpType::BARRIER, "barrier");
+  return enqueue(call.work({}, onGloo(gloo_, &Gloo::barrier, opts)));
 }
 
 }  // namespace openreg::distributed

@@ -157,7 +157,7 @@ orError_t orActivityBegin(void) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> control(r.control);
   if (detail::gActivityRecording.load(std::memory_order_seq_cst)) {
-    return fail(orErrorNotPermitted, "openreg: orActivityBegin: a recording is already on");
+    return fail(orErrorNotPermitted, __func__, "a recording is already on");
   }
   {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -190,9 +190,8 @@ orError_t orActivityEnd(orTaskActivity** activities, size_t* count) {
   // malloc: the caller releases it with orActivityFree, whatever its own allocator is.
   auto* out = static_cast<orTaskActivity*>(std::malloc(done.size() * sizeof(orTaskActivity)));
   if (out == nullptr) {
-    return fail(orErrorMemoryAllocation, "openreg: orActivityEnd: no host memory for " +
-                                             std::to_string(done.size()) +
-                                             " activities; they are lost");
+    return fail(orErrorMemoryAllocation, __func__,
+                "no host memory for " + std::to_string(done.size()) + " activities; they are lost");
   }
   std::copy(done.begin(), done.end(), out);
   *activities = out;
@@ -214,8 +213,8 @@ orError_t orActivityPushCorrelation(uint64_t id) {
   try {
     tCorrelations.push_back(id);
   } catch (...) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orActivityPushCorrelation: no host memory; launches keep the enclosing "
+    return fail(orErrorMemoryAllocation, __func__,
+                "no host memory; launches keep the enclosing "
                 "id");
   }
   return orSuccess;
@@ -229,9 +228,8 @@ orError_t orActivityPopCorrelation(void) {
 orError_t orActivitySetLabel(orTaskKind kind, const char* name, orTaskKind* previousKind,
                              const char** previousName) {
   if (kind != orTaskKindKernel && kind != orTaskKindMemcpy && kind != orTaskKindMemset) {
-    return fail(orErrorInvalidValue, "openreg: orActivitySetLabel: kind " +
-                                         std::to_string(static_cast<int>(kind)) +
-                                         " is not an orTaskKind");
+    return fail(orErrorInvalidValue, __func__,
+                "kind " + std::to_string(static_cast<int>(kind)) + " is not an orTaskKind");
   }
   if (previousKind != nullptr) *previousKind = tKind;
   if (previousName != nullptr) *previousName = tName;

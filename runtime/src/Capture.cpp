@@ -155,11 +155,11 @@ bool captureEventWaitSlow(Stream& stream, std::uint64_t event, bool pending, orE
     if (!c->invalid.empty()) {
       *error = invalidated(*c);
     } else if (pending) {
-      *error = invalidate(*c,
-                          "openreg: orStreamWaitEvent: a capturing stream waits on an event "
-                          "recorded outside the capture whose work is still pending; a replay "
-                          "could not wait for it. Synchronize before capturing, or record the "
-                          "event inside the capture.");
+      *error = invalidate(*c, callMessage("orStreamWaitEvent",
+                                          "a capturing stream waits on an event recorded outside "
+                                          "the capture whose work is still pending; a replay "
+                                          "could not wait for it. Synchronize before capturing, "
+                                          "or record the event inside the capture."));
     } else {
       *error = orSuccess;  // nothing to wait for, now or in a replay
     }
@@ -167,9 +167,9 @@ bool captureEventWaitSlow(Stream& stream, std::uint64_t event, bool pending, orE
   }
   Capture& origin = *marker->second.capture;
   if (c != nullptr && c != &origin) {
-    *error = invalidate(*c,
-                        "openreg: orStreamWaitEvent: a capturing stream waits on an event "
-                        "recorded in another capture.");
+    *error = invalidate(*c, callMessage("orStreamWaitEvent",
+                                        "a capturing stream waits on an event recorded in "
+                                        "another capture."));
     return true;
   }
   if (!origin.invalid.empty()) {
@@ -177,10 +177,11 @@ bool captureEventWaitSlow(Stream& stream, std::uint64_t event, bool pending, orE
     return true;
   }
   if (c == nullptr && stream.device() != origin.device) {
-    *error = invalidate(origin, "openreg: orStreamWaitEvent: a stream of device " +
-                                    std::to_string(stream.device()) +
-                                    " cannot join a capture of device " +
-                                    std::to_string(origin.device) + ".");
+    *error = invalidate(
+        origin,
+        callMessage("orStreamWaitEvent", "a stream of device " + std::to_string(stream.device()) +
+                                             " cannot join a capture of device " +
+                                             std::to_string(origin.device) + "."));
     return true;
   }
   const int index = c == nullptr ? join(origin, t, stream) : indexOf(origin, stream);
@@ -205,11 +206,13 @@ orError_t checkCaptureSafeSlow(const char* call) {
                            (c->mode == orStreamCaptureModeThreadLocal && c->thread == self);
     if (!forbidden) continue;
     result = invalidate(
-        *c, std::string("openreg: ") + call + ": synchronizing calls are not permitted while a " +
-                (c->mode == orStreamCaptureModeGlobal ? "global-mode" : "thread-local-mode") +
-                " graph capture is in progress on device " + std::to_string(c->device) +
-                " (the capture records work instead of running it). Move the call out of the "
-                "capture, or capture in relaxed mode.");
+        *c,
+        callMessage(
+            call, std::string("synchronizing calls are not permitted while a ") +
+                      (c->mode == orStreamCaptureModeGlobal ? "global-mode" : "thread-local-mode") +
+                      " graph capture is in progress on device " + std::to_string(c->device) +
+                      " (the capture records work instead of running it). Move the call "
+                      "out of the capture, or capture in relaxed mode."));
   }
   return result;
 }
@@ -219,10 +222,10 @@ orError_t checkStreamNotCapturingSlow(const char* call, Stream& stream) {
   std::lock_guard<std::mutex> lock(t.mutex);
   Capture* c = captureOf(t, stream);
   if (c == nullptr) return orSuccess;
-  return invalidate(*c, std::string("openreg: ") + call +
-                            ": the stream is capturing a graph (its work is recorded, not run), "
-                            "so it cannot be synchronized, queried, destroyed or replayed into "
-                            "until the capture ends.");
+  return invalidate(*c, callMessage(call,
+                                    "the stream is capturing a graph (its work is recorded, not "
+                                    "run), so it cannot be synchronized, queried, destroyed or "
+                                    "replayed into until the capture ends."));
 }
 
 orError_t checkEventNotCapturedSlow(const char* call, std::uint64_t event) {
@@ -231,9 +234,9 @@ orError_t checkEventNotCapturedSlow(const char* call, std::uint64_t event) {
   auto marker = t.markers.find(event);
   if (marker == t.markers.end()) return orSuccess;
   return invalidate(*marker->second.capture,
-                    std::string("openreg: ") + call +
-                        ": the event was recorded in a graph capture in progress; its work has "
-                        "not run, so it cannot be queried or waited for by the host.");
+                    callMessage(call,
+                                "the event was recorded in a graph capture in progress; its work "
+                                "has not run, so it cannot be queried or waited for by the host."));
 }
 
 }  // namespace detail
@@ -248,17 +251,16 @@ orError_t orStreamBeginCapture(orStream_t handle, orStreamCaptureMode mode) {
   OR_ENTER();
   if (mode != orStreamCaptureModeGlobal && mode != orStreamCaptureModeThreadLocal &&
       mode != orStreamCaptureModeRelaxed) {
-    return fail(orErrorInvalidValue,
-                "openreg: orStreamBeginCapture: mode is not an "
+    return fail(orErrorInvalidValue, __func__,
+                "mode is not an "
                 "orStreamCaptureMode");
   }
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamBeginCapture");
+  if (stream == nullptr) return invalidStream(__func__);
   CaptureTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   if (captureOf(t, *stream) != nullptr) {
-    return fail(orErrorNotPermitted,
-                "openreg: orStreamBeginCapture: the stream already belongs to a capture");
+    return fail(orErrorNotPermitted, __func__, "the stream already belongs to a capture");
   }
   auto c = std::make_unique<Capture>();
   c->id = t.nextId++;
@@ -279,19 +281,18 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   OR_REQUIRE_NOT_NULL(graph);
   *graph = nullptr;
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamEndCapture");
+  if (stream == nullptr) return invalidStream(__func__);
   std::unique_ptr<Capture> ended;
   {
     CaptureTable& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
     Capture* c = captureOf(t, *stream);
     if (c == nullptr) {
-      return fail(orErrorNotPermitted,
-                  "openreg: orStreamEndCapture: the stream is not capturing a graph");
+      return fail(orErrorNotPermitted, __func__, "the stream is not capturing a graph");
     }
     if (c->streams.front().get() != stream) {
-      return fail(orErrorNotPermitted,
-                  "openreg: orStreamEndCapture: the stream was forked off a capture; end the "
+      return fail(orErrorNotPermitted, __func__,
+                  "the stream was forked off a capture; end the "
                   "capture on the stream that began it");
     }
     for (const auto& s : c->streams) t.members.erase(s.get());
@@ -307,14 +308,13 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   }
   // The captured tasks are destroyed here, outside the table's lock, if no graph takes them.
   if (!ended->invalid.empty()) {
-    return fail(orErrorStreamCaptureInvalidated,
-                "openreg: orStreamEndCapture: the capture was invalidated: " + ended->invalid);
+    return fail(orErrorStreamCaptureInvalidated, __func__,
+                "the capture was invalidated: " + ended->invalid);
   }
   for (std::size_t j = 1; j < ended->streams.size(); ++j) {
     if (ended->clocks[0][j] < ended->clocks[j][j]) {
-      return fail(orErrorStreamCaptureInvalidated,
-                  "openreg: orStreamEndCapture: stream " +
-                      std::to_string(ended->streams[j]->handle()) +
+      return fail(orErrorStreamCaptureInvalidated, __func__,
+                  ended->streams[j]->name() +
                       " was forked off the capture and not joined back: record an event on it "
                       "after its last work and make the capturing stream wait on it");
     }
@@ -326,7 +326,7 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   data->ops = std::move(ended->ops);
   *graph = registerGraph(std::move(data));
   if (*graph == nullptr) {
-    return fail(orErrorMemoryAllocation, "openreg: orStreamEndCapture: too many live graphs");
+    return fail(orErrorMemoryAllocation, __func__, "too many live graphs");
   }
   return orSuccess;
 }
@@ -336,7 +336,7 @@ orError_t orStreamGetCaptureInfo(orStream_t handle, orStreamCaptureStatus* statu
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(status);
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamGetCaptureInfo");
+  if (stream == nullptr) return invalidStream(__func__);
   *status = orStreamCaptureStatusNone;
   if (id != nullptr) *id = 0;
   if (gActiveCaptures.load(std::memory_order_relaxed) == 0) return orSuccess;

@@ -10,10 +10,9 @@ using namespace openreg;
 
 namespace {
 orError_t invalidDevice(const char* call, int index) {
-  return fail(orErrorInvalidDevice, std::string("openreg: ") + call + ": invalid device index " +
-                                        std::to_string(index) + ": there are " +
-                                        std::to_string(deviceCount()) +
-                                        " devices (set OPENREG_DEVICE_COUNT for more)");
+  return fail(orErrorInvalidDevice, call,
+              "invalid device index " + std::to_string(index) + ": there are " +
+                  std::to_string(deviceCount()) + " devices (set OPENREG_DEVICE_COUNT for more)");
 }
 }  // namespace
 
@@ -21,7 +20,7 @@ extern "C" {
 
 orError_t orInit(unsigned int flags) {
   OR_ENTER();
-  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, "openreg: orInit: flags must be 0");
+  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, __func__, "flags must be 0");
 }
 
 orError_t orGetDeviceCount(int* count) {
@@ -33,7 +32,7 @@ orError_t orGetDeviceCount(int* count) {
 
 orError_t orSetDevice(int device) {
   OR_ENTER_CONFIGURED();
-  if (device < 0 || device >= deviceCount()) return invalidDevice("orSetDevice", device);
+  if (device < 0 || device >= deviceCount()) return invalidDevice(__func__, device);
   currentDeviceSlot() = device;
   return orSuccess;
 }
@@ -48,7 +47,7 @@ orError_t orGetDevice(int* device) {
 orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
   OR_ENTER_CONFIGURED();
   OR_REQUIRE_NOT_NULL(prop);
-  if (device < 0 || device >= deviceCount()) return invalidDevice("orGetDeviceProperties", device);
+  if (device < 0 || device >= deviceCount()) return invalidDevice(__func__, device);
   *prop = orDeviceProp{};
   std::snprintf(prop->name, sizeof(prop->name), "OpenReg Emulated Device");
   prop->totalGlobalMem = runtime().config.deviceMemory;
@@ -61,7 +60,7 @@ orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
 
 orError_t orDeviceSynchronize(void) {
   OR_ENTER_SYNCHRONIZING();
-  if (orError_t e = checkCaptureSafe("orDeviceSynchronize"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   return synchronizeDevice(device(currentDevice()));
 }
 
@@ -85,7 +84,7 @@ orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriori
 orError_t orDeviceGetDefaultStream(int index, orStream_t* stream) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(stream);
-  if (index < 0 || index >= deviceCount()) return invalidDevice("orDeviceGetDefaultStream", index);
+  if (index < 0 || index >= deviceCount()) return invalidDevice(__func__, index);
   *stream = reinterpret_cast<orStream_t>(device(index).defaultStream->handle());
   return orSuccess;
 }

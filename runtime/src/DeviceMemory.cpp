@@ -6,8 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+
+#include "Messages.h"
 
 namespace openreg {
 
@@ -312,10 +313,7 @@ orError_t DeviceMemory::releaseReservation(const void* p, std::size_t size, std:
 
 namespace {
 std::string rangeName(std::uintptr_t p, std::size_t size) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "the %zu-byte range at 0x%llx", size,
-                static_cast<unsigned long long>(p));
-  return buf;
+  return "the " + std::to_string(size) + "-byte range at " + hexAddress(p);
 }
 }  // namespace
 

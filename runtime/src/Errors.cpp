@@ -1,6 +1,10 @@
-// orGetErrorName, orGetErrorString, orGetLastErrorMessage, orRuntimeGetVersion.
+// orGetErrorName, orGetErrorString, orGetLastErrorMessage, orRuntimeGetVersion, and the pieces
+// of error messages (Messages.h).
 #include <openreg/runtime.h>
 
+#include <cstdio>
+
+#include "Messages.h"
 #include "Runtime.h"
 
 #define OPENREG_ERROR_LIST(X)                                                                  \
@@ -18,7 +22,9 @@
   X(orErrorNotPermitted, "operation not permitted on this object")                             \
   X(orErrorStreamCaptureUnsupported,                                                           \
     "the call conflicts with a stream capture in progress, which it invalidated")              \
-  X(orErrorStreamCaptureInvalidated, "the stream capture was invalidated")
+  X(orErrorStreamCaptureInvalidated, "the stream capture was invalidated")                     \
+  X(orErrorOutOfResources,                                                                     \
+    "the system refused a resource other than device capacity (file descriptors, mappings)")
 
 extern "C" {
 
@@ -55,3 +61,19 @@ orError_t orRuntimeGetVersion(int* version) {
 }
 
 }  // extern "C"
+
+namespace openreg {
+
+std::string callMessage(const char* call, std::string_view what) {
+  std::string message = "openreg: ";
+  message.append(call).append(": ").append(what);
+  return message;
+}
+
+std::string hexAddress(std::uintptr_t address) {
+  char buf[2 + 16 + 1];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
+  return buf;
+}
+
+}  // namespace openreg

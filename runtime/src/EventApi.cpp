@@ -17,15 +17,13 @@ orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
   if (event == nullptr) return nullArgument(call, "event");
   constexpr unsigned kKnown = orEventDisableTiming | orEventDisableFailure;
   if ((flags & ~kKnown) != 0) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call + ": unknown flags " + std::to_string(flags));
+    return fail(orErrorInvalidValue, call, "unknown flags " + std::to_string(flags));
   }
   auto created = std::make_shared<Event>(currentDevice(), (flags & orEventDisableTiming) == 0,
                                          (flags & orEventDisableFailure) == 0);
   const std::uint64_t handle = runtime().events.insert(std::move(created));
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                std::string("openreg: ") + call + ": too many live events");
+    return fail(orErrorMemoryAllocation, call, "too many live events");
   }
   *event = reinterpret_cast<orEvent_t>(handle);
   return orSuccess;
@@ -36,27 +34,26 @@ orError_t createEvent(const char* call, orEvent_t* event, unsigned int flags) {
 extern "C" {
 
 orError_t orEventCreate(orEvent_t* event) {
-  return createEvent("orEventCreate", event, orEventDefault);
+  return createEvent(__func__, event, orEventDefault);
 }
 
 orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
-  return createEvent("orEventCreateWithFlags", event, flags);
+  return createEvent(__func__, event, flags);
 }
 
 // [marker: event-record]
 orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventRecord");
+  if (event == nullptr) return invalidEvent(__func__);
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orEventRecord");
+    return invalidStream(__func__);
   }
   if (stream->device() != event->device()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventRecord: the event belongs to device " +
-                    std::to_string(event->device()) + " but the stream to device " +
-                    std::to_string(stream->device()) +
+    return fail(orErrorInvalidResourceHandle, __func__,
+                "the event belongs to device " + std::to_string(event->device()) +
+                    " but the stream to device " + std::to_string(stream->device()) +
                     "; create the event while the stream's device is current");
   }
   if (orError_t e; captureEventRecord(reinterpret_cast<std::uint64_t>(handle), *stream, &e))
@@ -77,10 +74,10 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
 orError_t orEventRecordHost(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventRecordHost");
+  if (event == nullptr) return invalidEvent(__func__);
   if (!event->armHost()) {
-    return fail(orErrorNotPermitted,
-                "openreg: orEventRecordHost: the event's previous host record is still pending; "
+    return fail(orErrorNotPermitted, __func__,
+                "the event's previous host record is still pending; "
                 "complete it with orEventCompleteHost first");
   }
   return orSuccess;
@@ -89,11 +86,11 @@ orError_t orEventRecordHost(orEvent_t handle) {
 orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventCompleteHost");
+  if (event == nullptr) return invalidEvent(__func__);
   std::shared_ptr<EventRecord> record = event->takeHost();
   if (record == nullptr) {
-    return fail(orErrorNotPermitted,
-                "openreg: orEventCompleteHost: the event has no pending host record; arm one "
+    return fail(orErrorNotPermitted, __func__,
+                "the event has no pending host record; arm one "
                 "with orEventRecordHost first");
   }
   FailureRef failure;
@@ -107,8 +104,8 @@ orError_t orEventCompleteHost(orEvent_t handle, const char* failureMessage) {
 orError_t orEventQuery(orEvent_t handle) {
   OR_ENTER();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventQuery");
-  if (orError_t e = checkEventNotCaptured("orEventQuery", reinterpret_cast<std::uint64_t>(handle));
+  if (event == nullptr) return invalidEvent(__func__);
+  if (orError_t e = checkEventNotCaptured(__func__, reinterpret_cast<std::uint64_t>(handle));
       e != orSuccess)
     return e;
   std::shared_ptr<EventRecord> record = event->latest();
@@ -121,12 +118,11 @@ orError_t orEventQuery(orEvent_t handle) {
 orError_t orEventSynchronize(orEvent_t handle) {
   OR_ENTER_SYNCHRONIZING();
   Event* event = findEvent(handle);
-  if (event == nullptr) return invalidEvent("orEventSynchronize");
-  if (orError_t e =
-          checkEventNotCaptured("orEventSynchronize", reinterpret_cast<std::uint64_t>(handle));
+  if (event == nullptr) return invalidEvent(__func__);
+  if (orError_t e = checkEventNotCaptured(__func__, reinterpret_cast<std::uint64_t>(handle));
       e != orSuccess)
     return e;
-  if (orError_t e = checkCaptureSafe("orEventSynchronize"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   if (std::shared_ptr<EventRecord> record = event->latest()) {
     record->wait(waitPolicy());
     if (const FailureRef failure = record->failure()) return report(*failure);
@@ -139,21 +135,19 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
   OR_REQUIRE_NOT_NULL(ms);
   Event* start = findEvent(startHandle);
   Event* end = findEvent(endHandle);
-  if (start == nullptr || end == nullptr) return invalidEvent("orEventElapsedTime");
+  if (start == nullptr || end == nullptr) return invalidEvent(__func__);
   if (!start->timing() || !end->timing()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: both events need timing (created without "
+    return fail(orErrorInvalidResourceHandle, __func__,
+                "both events need timing (created without "
                 "orEventDisableTiming)");
   }
   if (start->device() != end->device()) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: the events belong to different devices");
+    return fail(orErrorInvalidResourceHandle, __func__, "the events belong to different devices");
   }
   std::shared_ptr<EventRecord> a = start->latest();
   std::shared_ptr<EventRecord> b = end->latest();
   if (a == nullptr || b == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orEventElapsedTime: both events must have been recorded");
+    return fail(orErrorInvalidResourceHandle, __func__, "both events must have been recorded");
   }
   if (!a->done() || !b->done()) return orErrorNotReady;
   *ms = static_cast<float>(static_cast<double>(b->timeNs() - a->timeNs()) / 1e6);
@@ -163,7 +157,7 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
 orError_t orEventDestroy(orEvent_t handle) {
   OR_ENTER();
   std::shared_ptr<Event> event = runtime().events.erase(reinterpret_cast<std::uint64_t>(handle));
-  if (event == nullptr) return invalidEvent("orEventDestroy");
+  if (event == nullptr) return invalidEvent(__func__);
   // Nobody can complete a pending host record any more: fail it rather than leave its waiting
   // streams parked for ever (Note [Host-completed records]).
   if (std::shared_ptr<EventRecord> record = event->takeHost()) {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "Spin.h"
@@ -48,7 +49,7 @@ void Executor::stopWorkers() {
 }
 
 void Executor::schedule(std::shared_ptr<Stream> stream) {
-  const int queue = stream->priority() < 0 ? 0 : 1;
+  const int queue = priorityIndex(stream->priority());
   bool wake;
   bool wakesFromLongIdle;
   {
@@ -67,7 +68,9 @@ void Executor::schedule(std::shared_ptr<Stream> stream) {
 
 std::shared_ptr<Stream> Executor::tryPop() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& queue : ready_) {
+  static_assert(std::extent_v<decltype(ready_)> == kStreamPriorityCount);
+  for (int index = kStreamPriorityCount - 1; index >= 0; --index) {
+    auto& queue = ready_[index];
     if (!queue.empty()) {
       std::shared_ptr<Stream> s = std::move(queue.front());
       queue.pop_front();

@@ -59,7 +59,9 @@ class Executor {
   const WaitPolicy wait_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Stream>> ready_[2];  // [0] high priority, [1] normal
+  // One queue per priority, by priorityIndex (Note [Stream priority index] in Stream.h): [0]
+  // normal, [1] high; the highest index is served first.
+  std::deque<std::shared_ptr<Stream>> ready_[2];
   std::atomic<int> readyCount_{0};
   int sleepers_ = 0;                  // guarded by mutex_
   bool releasedWhileIdle_ = false;    // guarded by mutex_: a worker slept long and released

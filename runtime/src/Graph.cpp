@@ -32,9 +32,8 @@ GraphData* findGraph(orGraph_t graph) {
 }
 
 orError_t invalidGraph(const char* call, const char* what) {
-  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call + ": the " + what +
-                                                " handle is not live (destroyed, or never "
-                                                "created)");
+  return fail(orErrorInvalidResourceHandle, call,
+              std::string("the ") + what + " handle is not live (destroyed, or never created)");
 }
 
 // [marker: replay-task]
@@ -90,7 +89,7 @@ extern "C" {
 orError_t orGraphGetInfo(orGraph_t graph, size_t* tasks, int* streams) {
   OR_ENTER();
   GraphData* data = findGraph(graph);
-  if (data == nullptr) return invalidGraph("orGraphGetInfo", "graph");
+  if (data == nullptr) return invalidGraph(__func__, "graph");
   if (tasks != nullptr) {
     *tasks = 0;
     for (const CapturedOp& op : data->ops) *tasks += op.kind == CapturedOp::Kind::Task;
@@ -102,20 +101,19 @@ orError_t orGraphGetInfo(orGraph_t graph, size_t* tasks, int* streams) {
 orError_t orGraphInstantiate(orGraphExec_t* exec, orGraph_t graph, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(exec);
-  if (flags != 0) return fail(orErrorInvalidValue, "openreg: orGraphInstantiate: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, __func__, "flags must be 0");
   const std::uint64_t key = reinterpret_cast<std::uint64_t>(graph);
-  if (graphs().find(key) == nullptr) return invalidGraph("orGraphInstantiate", "graph");
+  if (graphs().find(key) == nullptr) return invalidGraph(__func__, "graph");
   // A shared reference: erase-and-reinsert is not an option, so find the owner through a copy.
   auto made = std::make_shared<GraphExec>();
   made->data = graphs().share(key);
-  if (made->data == nullptr) return invalidGraph("orGraphInstantiate", "graph");
+  if (made->data == nullptr) return invalidGraph(__func__, "graph");
   for (CapturedOp& op : made->data->ops) {
     if (op.kind == CapturedOp::Kind::Task) made->tasks.push_back(&op.task);
   }
   const std::uint64_t handle = execs().insert(std::move(made));
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orGraphInstantiate: too many live executable graphs");
+    return fail(orErrorMemoryAllocation, __func__, "too many live executable graphs");
   }
   *exec = reinterpret_cast<orGraphExec_t>(handle);
   return orSuccess;
@@ -126,16 +124,15 @@ orError_t orGraphLaunch(orGraphExec_t exec, orStream_t streamHandle) {
   OR_ENTER();
   const std::uint64_t key = reinterpret_cast<std::uint64_t>(exec);
   std::shared_ptr<GraphExec> owned = execs().share(key);
-  if (owned == nullptr) return invalidGraph("orGraphLaunch", "executable graph");
+  if (owned == nullptr) return invalidGraph(__func__, "executable graph");
   Stream* stream = resolveStream(streamHandle);
-  if (stream == nullptr) return invalidStream("orGraphLaunch");
+  if (stream == nullptr) return invalidStream(__func__);
   if (stream->device() != owned->data->device) {
-    return fail(orErrorInvalidResourceHandle,
-                "openreg: orGraphLaunch: the graph was captured on device " +
-                    std::to_string(owned->data->device) + " but the stream belongs to device " +
-                    std::to_string(stream->device()));
+    return fail(orErrorInvalidResourceHandle, __func__,
+                "the graph was captured on device " + std::to_string(owned->data->device) +
+                    " but the stream belongs to device " + std::to_string(stream->device()));
   }
-  if (orError_t e = checkStreamNotCapturing("orGraphLaunch", *stream); e != orSuccess) return e;
+  if (orError_t e = checkStreamNotCapturing(__func__, *stream); e != orSuccess) return e;
   StreamOp op;
   op.task = Task(ReplayTask{std::move(owned), stream->shared_from_this()});
   return launchOp(*stream, std::move(op));
@@ -145,10 +142,9 @@ orError_t orGraphLaunch(orGraphExec_t exec, orStream_t streamHandle) {
 orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(path);
-  if (flags != 0)
-    return fail(orErrorInvalidValue, "openreg: orGraphDebugDotPrint: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, __func__, "flags must be 0");
   GraphData* data = findGraph(graph);
-  if (data == nullptr) return invalidGraph("orGraphDebugDotPrint", "graph");
+  if (data == nullptr) return invalidGraph(__func__, "graph");
   std::string dot = "digraph openreg_graph {\n  label=\"openreg graph: device " +
                     std::to_string(data->device) + ", capture " + std::to_string(data->captureId) +
                     ", " + std::to_string(data->streamCount) +
@@ -183,13 +179,11 @@ orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int f
   dot += "}\n";
   std::FILE* f = std::fopen(path, "w");
   if (f == nullptr) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: orGraphDebugDotPrint: cannot write ") + path);
+    return fail(orErrorInvalidValue, __func__, std::string("cannot write ") + path);
   }
   const bool written = std::fwrite(dot.data(), 1, dot.size(), f) == dot.size();
   if (std::fclose(f) != 0 || !written) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: orGraphDebugDotPrint: cannot write ") + path);
+    return fail(orErrorInvalidValue, __func__, std::string("cannot write ") + path);
   }
   return orSuccess;
 }
@@ -197,14 +191,14 @@ orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int f
 orError_t orGraphDestroy(orGraph_t graph) {
   OR_ENTER();
   if (graphs().erase(reinterpret_cast<std::uint64_t>(graph)) == nullptr)
-    return invalidGraph("orGraphDestroy", "graph");
+    return invalidGraph(__func__, "graph");
   return orSuccess;
 }
 
 orError_t orGraphExecDestroy(orGraphExec_t exec) {
   OR_ENTER();
   std::shared_ptr<GraphExec> owned = execs().erase(reinterpret_cast<std::uint64_t>(exec));
-  if (owned == nullptr) return invalidGraph("orGraphExecDestroy", "executable graph");
+  if (owned == nullptr) return invalidGraph(__func__, "executable graph");
   return orSuccess;  // queued launches keep their own reference
 }
 

@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstring>
+
+#include "Messages.h"
 
 namespace openreg {
 namespace {
@@ -36,12 +37,6 @@ bool onPagesOf(const Guard& g, int which, std::uintptr_t address) {
   const std::uintptr_t first = g.begin[which] & ~(kPageSize - 1);
   const std::uintptr_t last = (g.end[which] - 1) | (kPageSize - 1);
   return address >= first && address <= last;
-}
-
-std::string hex(std::uintptr_t value) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
 }
 
 }  // namespace
@@ -77,13 +72,13 @@ CopyFault guardedCopy(void* dst, bool hostDst, const void* src, bool hostSrc, st
 std::string copyFaultMessage(const char* call, const CopyFault& fault, const void* dst,
                              const void* src, std::size_t count) {
   const bool source = fault.side == CopyFault::Side::Source;
-  return std::string("openreg: ") + call + ": the " + std::to_string(count) + "-byte " +
-         (source ? "source range at " + hex(reinterpret_cast<std::uintptr_t>(src)) +
-                       " is not readable host memory"
-                 : "destination range at " + hex(reinterpret_cast<std::uintptr_t>(dst)) +
-                       " is not writable host memory") +
-         ": the copy faulted at " + hex(fault.address) +
-         " and stopped there (the destination may be partly written). The device is unaffected.";
+  return callMessage(
+      call,
+      "the " + std::to_string(count) + "-byte " +
+          (source ? "source range at " + hexAddress(src) + " is not readable host memory"
+                  : "destination range at " + hexAddress(dst) + " is not writable host memory") +
+          ": the copy faulted at " + hexAddress(fault.address) +
+          " and stopped there (the destination may be partly written). The device is unaffected.");
 }
 
 // [marker: escape-guarded-copy]

@@ -44,6 +44,12 @@ class HandleTable {
     return (std::uint64_t{index} + 1) << 32 | slot.generation.load(std::memory_order_relaxed);
   }
 
+  // The number of `handle`'s slot (its index + 1, never 0): what messages name a stream or an
+  // event by, small and unique among the live ones, where the handle is a 64-bit number.
+  static std::uint32_t slotNumber(std::uint64_t handle) {
+    return static_cast<std::uint32_t>(handle >> 32);
+  }
+
   // The object behind `handle`, or nullptr if the handle is not live. Lock-free.
   T* find(std::uint64_t handle) const {
     Slot* slot = slotFor(handle);

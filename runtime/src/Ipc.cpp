@@ -108,6 +108,12 @@ std::string errnoText() {
   return std::strerror(errno);
 }
 
+// True when a system call failed for want of a resource (file descriptors, memory for mappings):
+// the call then fails with orErrorOutOfResources, whatever the handle.
+bool outOfResources(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOMEM || error == EAGAIN;
+}
+
 std::uint64_t inodeOf(int fd) {
   struct stat st;
   return fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
@@ -120,9 +126,9 @@ bool decode(const orIpcMemHandle_t& handle, HandleData* out) {
 }
 
 orError_t notAHandle(const char* call) {
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call +
-                                       ": handle is not an openreg IPC handle (it must be the "
-                                       "bytes orIpcGetMemHandle wrote, unchanged)");
+  return fail(orErrorInvalidValue, call,
+              "handle is not an openreg IPC handle (it must be the "
+              "bytes orIpcGetMemHandle wrote, unchanged)");
 }
 
 // The exporter's table, created at the first export. Caller holds the mutex.
@@ -130,8 +136,8 @@ orError_t ensureTableLocked(State& s) {
   if (s.table != nullptr) return orSuccess;
   const int fd = memfd_create("openreg-ipc-exports", MFD_CLOEXEC);
   if (fd < 0) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: cannot create the export table: " + errnoText());
+    return fail(orErrorOutOfResources, "orIpcGetMemHandle",
+                "cannot create the export table: " + errnoText());
   }
   void* table = MAP_FAILED;
   if (ftruncate(fd, kTableBytes) == 0) {
@@ -140,8 +146,8 @@ orError_t ensureTableLocked(State& s) {
   if (table == MAP_FAILED) {
     const std::string reason = errnoText();
     close(fd);
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: cannot map the export table: " + reason);
+    return fail(orErrorOutOfResources, "orIpcGetMemHandle",
+                "cannot map the export table: " + reason);
   }
   s.tableFd = fd;
   s.table = static_cast<Slot*>(table);  // a new memfd reads as zeros: every slot is free
@@ -192,26 +198,34 @@ void collectLocked(State& s) {
   }
 }
 
-// Opens descriptor `fd` of process `pid` and checks it is the file the handle names.
-int openForeign(const char* call, const HandleData& h, int fd, std::uint64_t inode,
-                std::string* message) {
+// Opens descriptor `fd` of the handle's process into *file and checks it is the file the handle
+// names.
+orError_t openForeign(const char* call, const HandleData& h, int fd, std::uint64_t inode,
+                      int* file) {
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(fd);
-  const int file = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  *file = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const int error = errno;
   const std::string who = "process " + std::to_string(h.pid) + ", which made the handle,";
-  if (file < 0) {
-    *message = std::string("openreg: ") + call + ": cannot open " + path + " (" + errnoText() +
-               "): " + who +
-               (errno == ENOENT ? " has exited or no longer holds its device memory"
-                                : " does not let this process open its device memory");
-    return -1;
+  if (*file < 0) {
+    const std::string reason = "cannot open " + path + " (" + std::strerror(error) + "): ";
+    if (outOfResources(error)) {
+      return fail(orErrorOutOfResources, call,
+                  reason +
+                      "this process has no room for another open file; close some, or "
+                      "raise its limit (ulimit -n)");
+    }
+    return fail(orErrorInvalidValue, call,
+                reason + who +
+                    (error == ENOENT ? " has exited or no longer holds its device memory"
+                                     : " does not let this process open its device memory"));
   }
-  if (inodeOf(file) != inode) {
-    close(file);
-    *message = std::string("openreg: ") + call + ": " + who +
-               " no longer holds the memory the handle names (the handle is stale)";
-    return -1;
+  if (inodeOf(*file) != inode) {
+    close(*file);
+    *file = -1;
+    return fail(orErrorInvalidValue, call,
+                who + " no longer holds the memory the handle names (the handle is stale)");
   }
-  return file;
+  return orSuccess;
 }
 
 orError_t mapSlot(const char* call, int tableFile, std::uint32_t slot, MappedSlot* out) {
@@ -220,9 +234,9 @@ orError_t mapSlot(const char* call, int tableFile, std::uint32_t slot, MappedSlo
   void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, tableFile,
                     static_cast<off_t>(pageOffset));
   if (page == MAP_FAILED) {
-    return fail(orErrorInvalidValue,
-                std::string("openreg: ") + call +
-                    ": cannot map the exporter's export table: " + errnoText());
+    const int error = errno;
+    return fail(outOfResources(error) ? orErrorOutOfResources : orErrorInvalidValue, call,
+                std::string("cannot map the exporter's export table: ") + std::strerror(error));
   }
   out->page = page;
   out->slot = reinterpret_cast<Slot*>(static_cast<char*>(page) + (byte - pageOffset));
@@ -241,7 +255,7 @@ orError_t transition(const char* call, Slot& slot, std::uint64_t serial, SlotSta
     if ((expected & 3) == kOpen) why = "already opened (each handle opens once: send a new one)";
     if ((expected & 3) == kGivenBack) why = "already closed or discarded";
   }
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": the handle is " + why);
+  return fail(orErrorInvalidValue, call, "the handle is " + why);
 }
 
 // The slot a handle names, in this process's table or mapped from the exporter's.
@@ -253,10 +267,10 @@ orError_t slotOf(const char* call, const HandleData& h, Slot** slot, MappedSlot*
     *slot = &s.table[h.slot];
     return orSuccess;
   }
-  std::string message;
-  const int table = openForeign(call, h, h.tableFd, h.tableInode, &message);
-  if (table < 0) return fail(orErrorInvalidValue, message);
-  const orError_t e = mapSlot(call, table, h.slot, mapped);
+  int table = -1;
+  orError_t e = openForeign(call, h, h.tableFd, h.tableInode, &table);
+  if (e != orSuccess) return e;
+  e = mapSlot(call, table, h.slot, mapped);
   close(table);
   if (e == orSuccess) *slot = mapped->slot;
   return e;
@@ -297,18 +311,16 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcGetMemHandle: devPtr is in a reservation (orMemAddressReserve, "
+    return fail(orErrorInvalidValue, __func__,
+                "devPtr is in a reservation (orMemAddressReserve, "
                 "orMemMap): memory mapped into a reservation cannot be shared between processes");
   }
   if (d == nullptr || !d->memory.find(devPtr, &a)) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcGetMemHandle: devPtr is in no live device allocation");
+    return fail(orErrorInvalidDevicePointer, __func__, "devPtr is in no live device allocation");
   }
   if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcGetMemHandle: devPtr is memory shared by process " +
-                    std::to_string(a.importedFrom) +
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
                     "; it cannot be passed on: share it from the process that allocated it");
   }
   State& s = state();
@@ -316,8 +328,8 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   if (orError_t e = ensureTableLocked(s); e != orSuccess) return e;
   collectLocked(s);
   if (s.freeSlots.empty()) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orIpcGetMemHandle: " + std::to_string(kSlots) +
+    return fail(orErrorMemoryAllocation, __func__,
+                std::to_string(kSlots) +
                     " handles of this process are outstanding (opened or not yet opened); close "
                     "or discard some in the processes that received them");
   }
@@ -349,30 +361,29 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
 orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(devPtr);
-  constexpr const char* call = "orIpcOpenMemHandle";
+  const char* const call = __func__;
   if (flags != 0) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcOpenMemHandle: flags must be 0, not " + std::to_string(flags));
+    return fail(orErrorInvalidValue, __func__, "flags must be 0, not " + std::to_string(flags));
   }
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   if (h.pid == getpid()) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcOpenMemHandle: the handle was made by this process; a process "
+    return fail(orErrorInvalidValue, __func__,
+                "the handle was made by this process; a process "
                 "uses its own memory through the pointer it allocated");
   }
   if (h.device >= deviceCount()) {
-    return fail(orErrorInvalidDevice,
-                "openreg: orIpcOpenMemHandle: the handle's device " + std::to_string(h.device) +
+    return fail(orErrorInvalidDevice, __func__,
+                "the handle's device " + std::to_string(h.device) +
                     " does not exist in this process (" + std::to_string(deviceCount()) +
                     " devices; give both processes the same OPENREG_DEVICE_COUNT)");
   }
-  std::string message;
-  const int memory = openForeign(call, h, h.memoryFd, h.memoryInode, &message);
-  if (memory < 0) return fail(orErrorInvalidValue, message);
+  int memory = -1;
+  orError_t e = openForeign(call, h, h.memoryFd, h.memoryInode, &memory);
+  if (e != orSuccess) return e;
   Slot* slot = nullptr;
   MappedSlot mapped;
-  orError_t e = slotOf(call, h, &slot, &mapped);
+  e = slotOf(call, h, &slot, &mapped);
   if (e == orSuccess) e = transition(call, *slot, h.serial, kUnopened, kOpen);
   if (e != orSuccess) {
     close(memory);
@@ -383,12 +394,13 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
 
   Device& d = device(h.device);
   void* base = nullptr;
+  std::string message;
   e = d.memory.allocate(h.size, &base, &message);
   if (e != orSuccess) {
-    message = "openreg: orIpcOpenMemHandle: no room for the shared allocation: " + message;
+    message = callMessage(__func__, "no room for the shared allocation: " + message);
   } else if (!d.memory.mapImport(base, h.size, memory, h.offset, h.pid)) {
-    message = "openreg: orIpcOpenMemHandle: mapping process " + std::to_string(h.pid) +
-              "'s memory failed: " + errnoText();
+    message = callMessage(
+        __func__, "mapping process " + std::to_string(h.pid) + "'s memory failed: " + errnoText());
     d.memory.release(base);
     e = orErrorMemoryAllocation;
   }
@@ -413,9 +425,9 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   State& s = state();
   const auto base = reinterpret_cast<std::uintptr_t>(devPtr);
-  const auto notOpen = [] {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orIpcCloseMemHandle: devPtr is not the start of memory opened with "
+  const auto notOpen = [call = __func__] {
+    return fail(orErrorInvalidDevicePointer, call,
+                "devPtr is not the start of memory opened with "
                 "orIpcOpenMemHandle (or it was closed already)");
   };
   {
@@ -429,9 +441,9 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   if (it == s.imports.end()) return notOpen();  // closed by another thread meanwhile
   Import& import = it->second;
   if (import.device->memory.releaseImport(devPtr) != orSuccess) {
-    return fail(orErrorMemoryAllocation,
-                "openreg: orIpcCloseMemHandle: mapping the own memory back failed (" + errnoText() +
-                    "); the shared memory stays open");
+    return fail(
+        orErrorMemoryAllocation, __func__,
+        "mapping the own memory back failed (" + errnoText() + "); the shared memory stays open");
   }
   poisonMap().clear(base, import.size);
   std::uint64_t expected = word(import.serial, kOpen);
@@ -445,7 +457,7 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
 // [marker: ipc-discard-handle]
 orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle) {
   OR_ENTER_SYNCHRONIZING();
-  constexpr const char* call = "orIpcDiscardMemHandle";
+  const char* const call = __func__;
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   // An importer may hold a handle unopened while it uses the allocation through another mapping
@@ -469,8 +481,7 @@ orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!decode(handle, &h) || h.pid != getpid() || s.table == nullptr ||
       h.tableInode != s.tableInode) {
-    return fail(orErrorInvalidValue,
-                "openreg: orIpcMemHandleQuery: handle is not an IPC handle made by this process");
+    return fail(orErrorInvalidValue, __func__, "handle is not an IPC handle made by this process");
   }
   collectLocked(s);
   const std::uint64_t w = s.table[h.slot].word.load(std::memory_order_acquire);
@@ -481,7 +492,7 @@ orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info, orIpcMemHandle_t handl
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(info);
   HandleData h;
-  if (!decode(handle, &h)) return notAHandle("orIpcGetMemHandleInfo");
+  if (!decode(handle, &h)) return notAHandle(__func__);
   info->device = h.device;
   info->exporterPid = h.pid;
   info->memoryId = h.memoryInode;

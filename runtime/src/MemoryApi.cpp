@@ -34,9 +34,9 @@ Side classify(const void* p, std::size_t count) {
 orError_t checkDeviceRange(const char* call, const char* parameter, const Side& side, const void* p,
                            std::size_t count) {
   if (side.device->memory.containsRange(p, count)) return orSuccess;
-  return fail(orErrorInvalidValue,
-              std::string("openreg: ") + call + ": the " + std::to_string(count) +
-                  "-byte range at " + parameter + " is not inside one live allocation on device " +
+  return fail(orErrorInvalidValue, call,
+              "the " + std::to_string(count) + "-byte range at " + parameter +
+                  " is not inside one live allocation on device " +
                   std::to_string(side.device->index) + " (nor mapped in whole in one reservation)");
 }
 
@@ -70,15 +70,14 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
                     orMemcpyKind* kind, Side* d, Side* s) {
   const int requested = rawKind(*kind);
   if (requested < orMemcpyHostToHost || requested > orMemcpyDefault) {
-    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": unknown orMemcpyKind " +
-                                         std::to_string(requested));
+    return fail(orErrorInvalidValue, call, "unknown orMemcpyKind " + std::to_string(requested));
   }
   if (dst == nullptr) return nullArgument(call, "dst");
   if (src == nullptr) return nullArgument(call, "src");
   if (reinterpret_cast<std::uintptr_t>(dst) + count < reinterpret_cast<std::uintptr_t>(dst) ||
       reinterpret_cast<std::uintptr_t>(src) + count < reinterpret_cast<std::uintptr_t>(src)) {
-    return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": count " +
-                                         std::to_string(count) + " overflows the address space");
+    return fail(orErrorInvalidValue, call,
+                "count " + std::to_string(count) + " overflows the address space");
   }
   *d = classify(dst, count);
   *s = classify(src, count);
@@ -88,9 +87,9 @@ orError_t checkCopy(const char* call, void* dst, const void* src, std::size_t co
   if (*kind == orMemcpyDefault) {
     *kind = actual;
   } else if (*kind != actual) {
-    return fail(orErrorInvalidMemcpyDirection, std::string("openreg: ") + call +
-                                                   ": the copy is declared " + kindName(*kind) +
-                                                   " but the pointers are " + kindName(actual));
+    return fail(orErrorInvalidMemcpyDirection, call,
+                std::string("the copy is declared ") + kindName(*kind) + " but the pointers are " +
+                    kindName(actual));
   }
   if (d->device != nullptr) {
     if (orError_t e = checkDeviceRange(call, "dst", *d, dst, count); e != orSuccess) return e;
@@ -191,8 +190,7 @@ orError_t hostCopy(const char* call, void* dst, const void* src, std::size_t cou
 }
 
 orError_t notDeviceMemory(const char* call) {
-  return fail(orErrorInvalidDevicePointer,
-              std::string("openreg: ") + call + ": devPtr is not device memory");
+  return fail(orErrorInvalidDevicePointer, call, "devPtr is not device memory");
 }
 
 // orMemset and orMemsetAsync: validates and enqueues the fill, then ends as every launch does.
@@ -224,32 +222,32 @@ orError_t orMalloc(void** devPtr, size_t size) {
   if (ipc::gRetired.load(std::memory_order_relaxed) > 0) ipc::collectRetired();
   std::string message;
   const orError_t e = device(currentDevice()).memory.allocate(size, devPtr, &message);
-  return e == orSuccess ? e : fail(e, "openreg: orMalloc: " + message);
+  return e == orSuccess ? e : fail(e, __func__, message);
 }
 
 orError_t orFree(void* devPtr) {
   OR_ENTER_SYNCHRONIZING();
   if (devPtr == nullptr) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orFree"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
   DeviceMemory::Allocation a;
   // Checked before synchronizing: a rejected free must not consume a pending task error.
   if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr is in a reservation (orMemAddressReserve), not an "
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "devPtr is in a reservation (orMemAddressReserve), not an "
                 "allocation: release its memory with orMemUnmap and the range with "
                 "orMemAddressFree");
   }
   if (d == nullptr || !d->memory.find(devPtr, &a) ||
       a.base != reinterpret_cast<std::uintptr_t>(devPtr)) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr is not the start of a live device allocation (an interior "
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "devPtr is not the start of a live device allocation (an interior "
                 "pointer, a double free, or not from orMalloc)");
   }
   if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr is memory shared by process " +
-                    std::to_string(a.importedFrom) + "; close it with orIpcCloseMemHandle");
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
+                    "; close it with orIpcCloseMemHandle");
   }
   // Work queued on a stream of any device may still use the memory, since every device reaches
   // every device's memory (cudaFree synchronizes too). A task failure stays pending for the next
@@ -263,8 +261,8 @@ orError_t orFree(void* devPtr) {
     return orSuccess;
   }
   if (d->memory.release(devPtr) != orSuccess) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orFree: devPtr was freed by another thread meanwhile (double free)");
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "devPtr was freed by another thread meanwhile (double free)");
   }
   poisonMap().clear(a.base, a.reserved);
   return orSuccess;
@@ -284,12 +282,12 @@ orError_t orMemReuse(void* devPtr, size_t size, orStream_t streamHandle) {
   const bool inAllocation = d != nullptr && d->memory.find(devPtr, &a) && size <= a.reserved &&
                             begin - a.base <= a.reserved - size;
   if (!inAllocation && (d == nullptr || !d->memory.containsMapped(devPtr, size))) {
-    return fail(orErrorInvalidDevicePointer,
-                "openreg: orMemReuse: the range is not inside one live device allocation, nor "
+    return fail(orErrorInvalidDevicePointer, __func__,
+                "the range is not inside one live device allocation, nor "
                 "mapped in whole in one reservation");
   }
   Stream* stream = resolveStream(streamHandle);
-  if (stream == nullptr) return invalidStream("orMemReuse");
+  if (stream == nullptr) return invalidStream(__func__);
   StreamOp op;
   op.task = Task(ReuseTask{d->memory.toKernel(devPtr), size});
   return launchOp(*stream, std::move(op), /*mustComplete=*/false);
@@ -303,8 +301,8 @@ orError_t orMallocHost(void** ptr, size_t size) {
     return orSuccess;
   }
   if (hostMemory().allocate(size, ptr) != orSuccess) {
-    return fail(orErrorMemoryAllocation, "openreg: orMallocHost: cannot allocate " +
-                                             std::to_string(size) + " bytes of pinned host memory");
+    return fail(orErrorMemoryAllocation, __func__,
+                "cannot allocate " + std::to_string(size) + " bytes of pinned host memory");
   }
   return orSuccess;
 }
@@ -312,17 +310,17 @@ orError_t orMallocHost(void** ptr, size_t size) {
 orError_t orFreeHost(void* ptr) {
   OR_ENTER_SYNCHRONIZING();
   if (ptr == nullptr) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orFreeHost"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   void* base = nullptr;
   if (!hostMemory().findRange(ptr, 0, &base, nullptr) || base != ptr) {
-    return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: ptr is not the start of a live pinned allocation (an "
+    return fail(orErrorInvalidValue, __func__,
+                "ptr is not the start of a live pinned allocation (an "
                 "interior pointer, a double free, or not from orMallocHost)");
   }
   waitForAllDevices();  // copies queued on any stream may use it; never reports, as orFree
   if (hostMemory().release(ptr) != orSuccess) {
-    return fail(orErrorInvalidValue,
-                "openreg: orFreeHost: ptr was freed by another thread meanwhile (double free)");
+    return fail(orErrorInvalidValue, __func__,
+                "ptr was freed by another thread meanwhile (double free)");
   }
   return orSuccess;
 }
@@ -343,11 +341,10 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
       attributes->base = reinterpret_cast<void*>(r.base);
       attributes->size = r.size;
     } else {
-      return fail(orErrorInvalidDevicePointer,
-                  r.size != 0 ? "openreg: orPointerGetAttributes: ptr is in an unmapped part of a "
-                                "reservation (orMemMap backs it with memory)"
-                              : "openreg: orPointerGetAttributes: ptr is device memory in no live "
-                                "allocation");
+      return fail(orErrorInvalidDevicePointer, __func__,
+                  r.size != 0 ? "ptr is in an unmapped part of a reservation (orMemMap backs it "
+                                "with memory)"
+                              : "ptr is device memory in no live allocation");
     }
     attributes->type = orMemoryTypeDevice;
     attributes->device = d->index;
@@ -371,53 +368,52 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orMemcpyAsync");
+    return invalidStream(__func__);
   }
   if (count == 0) return orSuccess;
   Side d, s;
-  if (orError_t e = checkCopy("orMemcpyAsync", dst, src, count, &kind, &d, &s); e != orSuccess)
-    return e;
+  if (orError_t e = checkCopy(__func__, dst, src, count, &kind, &d, &s); e != orSuccess) return e;
   if (kind == orMemcpyHostToHost && !d.pinned && !s.pinned) {
-    return hostCopy("orMemcpyAsync", dst, src, count);  // synchronous in CUDA too
+    return hostCopy(__func__, dst, src, count);  // synchronous in CUDA too
   }
   // Pageable host memory may be reused or freed as soon as the call returns (CUDA's semantics),
   // so such copies complete before returning; copies between pinned and device memory do not.
   const bool pageable = (d.device == nullptr && !d.pinned) || (s.device == nullptr && !s.pinned);
   const ScopedTaskLabel label = copyLabel(d, s);
   if (!pageable) {
-    return launchOp(*stream, copyOp("orMemcpyAsync", dst, src, count, d, s, nullptr));
+    return launchOp(*stream, copyOp(__func__, dst, src, count, d, s, nullptr));
   }
-  if (onDeviceWorker()) return synchronizingInTask("orMemcpyAsync");
-  return copyAndWait("orMemcpyAsync", *stream, dst, src, count, d, s);
+  if (onDeviceWorker()) return synchronizingInTask(__func__);
+  return copyAndWait(__func__, *stream, dst, src, count, d, s);
 }
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   OR_ENTER_SYNCHRONIZING();
   if (count == 0) return orSuccess;
-  if (orError_t e = checkCaptureSafe("orMemcpy"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Side d, s;
-  if (orError_t e = checkCopy("orMemcpy", dst, src, count, &kind, &d, &s); e != orSuccess) return e;
-  if (kind == orMemcpyHostToHost) return hostCopy("orMemcpy", dst, src, count);
+  if (orError_t e = checkCopy(__func__, dst, src, count, &kind, &d, &s); e != orSuccess) return e;
+  if (kind == orMemcpyHostToHost) return hostCopy(__func__, dst, src, count);
   Stream& stream = *(s.device != nullptr ? s.device : d.device)->defaultStream;
   const ScopedTaskLabel label = copyLabel(d, s);
-  return copyAndWait("orMemcpy", stream, dst, src, count, d, s);
+  return copyAndWait(__func__, stream, dst, src, count, d, s);
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t streamHandle) {
   OR_ENTER();
   Stream* stream = resolveStream(streamHandle);
   if (stream == nullptr) {
-    return invalidStream("orMemsetAsync");
+    return invalidStream(__func__);
   }
-  return enqueueMemset("orMemsetAsync", *stream, devPtr, value, count, /*mustComplete=*/false);
+  return enqueueMemset(__func__, *stream, devPtr, value, count, /*mustComplete=*/false);
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
   OR_ENTER_SYNCHRONIZING();
-  if (orError_t e = checkCaptureSafe("orMemset"); e != orSuccess) return e;
+  if (orError_t e = checkCaptureSafe(__func__); e != orSuccess) return e;
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) return notDeviceMemory("orMemset");
-  return enqueueMemset("orMemset", *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
+  if (d == nullptr) return notDeviceMemory(__func__);
+  return enqueueMemset(__func__, *d->defaultStream, devPtr, value, count, /*mustComplete=*/true);
 }
 
 // [marker: get-kernel-pointer]
@@ -425,7 +421,7 @@ orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(kernelPtr);
   Device* d = deviceOfPointer(devPtr);
-  if (d == nullptr) return notDeviceMemory("orGetKernelPointer");
+  if (d == nullptr) return notDeviceMemory(__func__);
   *kernelPtr = d->memory.toKernel(devPtr);
   return orSuccess;
 }

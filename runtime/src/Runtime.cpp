@@ -129,6 +129,10 @@ orError_t fail(orError_t error, std::string message) {
   return error;
 }
 
+orError_t fail(orError_t error, const char* call, std::string_view what) {
+  return fail(error, callMessage(call, what));
+}
+
 orError_t report(const Failure& failure) {
   failure.reported.store(true, std::memory_order_release);  // Note [Task errors] in Stream.cpp
   tLastError = failure.message;
@@ -137,16 +141,15 @@ orError_t report(const Failure& failure) {
 }
 
 orError_t nullArgument(const char* call, const char* parameter) {
-  return fail(orErrorInvalidValue, std::string("openreg: ") + call + ": " + parameter + " is NULL");
+  return fail(orErrorInvalidValue, call, std::string(parameter) + " is NULL");
 }
 
 orError_t synchronizingInTask(const char* call) {
-  return fail(orErrorNotPermitted,
-              std::string("openreg: ") + call +
-                  ": synchronizing calls are forbidden inside a task (a function running on a "
-                  "device worker): it would wait for work queued behind the task itself. Make the "
-                  "call from the host, or use the asynchronous form (orMemcpyAsync with pinned "
-                  "memory, orMemsetAsync, orStreamWaitEvent).");
+  return fail(orErrorNotPermitted, call,
+              "synchronizing calls are forbidden inside a task (a function running on a "
+              "device worker): it would wait for work queued behind the task itself. Make the "
+              "call from the host, or use the asynchronous form (orMemcpyAsync with pinned "
+              "memory, orMemsetAsync, orStreamWaitEvent).");
 }
 
 const char* lastErrorMessage() {
@@ -171,15 +174,15 @@ Stream* resolveStream(orStream_t handle) {
 }
 
 orError_t invalidStream(const char* call) {
-  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call +
-                                                ": the stream handle is not live (destroyed, or "
-                                                "never created)");
+  return fail(orErrorInvalidResourceHandle, call,
+              "the stream handle is not live (destroyed, or "
+              "never created)");
 }
 
 orError_t invalidEvent(const char* call) {
-  return fail(orErrorInvalidResourceHandle, std::string("openreg: ") + call +
-                                                ": the event handle is not live (destroyed, or "
-                                                "never created)");
+  return fail(orErrorInvalidResourceHandle, call,
+              "the event handle is not live (destroyed, or "
+              "never created)");
 }
 
 // [marker: launch-op]

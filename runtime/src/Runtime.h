@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "Config.h"
@@ -35,13 +36,10 @@
 #include "Event.h"
 #include "Executor.h"
 #include "HandleTable.h"
+#include "Messages.h"
 #include "Stream.h"
 
 namespace openreg {
-
-// Stream priorities, CUDA's convention: lower is higher. Executor serves priority < 0 first.
-constexpr int kLeastStreamPriority = 0;
-constexpr int kGreatestStreamPriority = -1;
 
 struct Device {
   int index = 0;
@@ -124,15 +122,18 @@ Device* deviceOfPointer(const void* p);
 // error an API function returns goes through fail(), which sets the thread's message. A bare
 // `return orErrorInvalidValue;` would leave the previous failure's text in place, and the caller
 // would read a wrong explanation. Messages of argument errors start with "openreg: <function>: "
-// and name the parameter; two kinds carry someone else's words instead: orErrorLaunchFailure the
-// failed task's (Note [Task errors] in Stream.cpp) and orErrorInitializationError the
-// configuration's. The null-pointer checks use OR_REQUIRE_NOT_NULL, which names both for us.
+// (written by callMessage in Messages.h, never by hand) and name the parameter; two kinds carry
+// someone else's words instead: orErrorLaunchFailure the failed task's (Note [Task errors] in
+// Stream.cpp) and orErrorInitializationError the configuration's. The null-pointer checks use
+// OR_REQUIRE_NOT_NULL, which names both for us.
 // ErrorMessage.EveryEarlyReturnNamesTheCallAndTheParameter and the fuzzer (runtime/tests/Fuzz.cpp)
 // check the rule.
 
 // [marker: fail]
 // Sets the calling thread's last-error message and returns `error`.
 orError_t fail(orError_t error, std::string message);
+// The same with the message of an error of API function `call`, callMessage(call, what).
+orError_t fail(orError_t error, const char* call, std::string_view what);
 // A NULL pointer argument: orErrorInvalidValue, "openreg: <call>: <parameter> is NULL".
 orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).

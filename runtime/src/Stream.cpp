@@ -2,10 +2,16 @@
 
 #include "Event.h"
 #include "Executor.h"
+#include "HandleTable.h"
 #include "Poison.h"
 #include "Spin.h"
 
 namespace openreg {
+
+std::string Stream::name() const {
+  const std::uint32_t number = isDefault_ ? 0 : HandleTable<Stream>::slotNumber(handle_);
+  return "openreg:" + std::to_string(device_) + " stream " + std::to_string(number);
+}
 
 Stream::Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits)
     : device_(device),

@@ -29,6 +29,18 @@
 
 namespace openreg {
 
+// Note [Stream priority index]
+// Stream priorities follow CUDA's convention: a lower number is a higher priority, and 0, the
+// default, is the lowest. Where streams are kept one list per priority (the Executor's ready
+// queues here, the stream pools of the PyTorch layer in csrc/core/Stream.cpp), the list's index
+// is -priority, as in CUDA's pools (c10/cuda/CUDAStream.cpp): [0] priority 0, [1] priority -1.
+constexpr int kLeastStreamPriority = 0;
+constexpr int kGreatestStreamPriority = -1;
+constexpr int kStreamPriorityCount = kLeastStreamPriority - kGreatestStreamPriority + 1;
+constexpr int priorityIndex(int priority) {
+  return kLeastStreamPriority - priority;
+}
+
 class EventRecord;
 class Executor;
 
@@ -56,6 +68,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int priority() const { return priority_; }
   bool isDefault() const { return isDefault_; }
   std::uint64_t handle() const { return handle_; }
+  // How messages name the stream: "openreg:<device> stream <n>", n 0 for the default stream, else
+  // its handle's slot number (HandleTable::slotNumber), as the PyTorch layer names it too.
+  std::string name() const;
   void setHandle(std::uint64_t handle) { handle_ = handle; }
   // Set by orStreamDestroy; the device forgets the stream once it has drained.
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }

@@ -20,8 +20,7 @@ orError_t createStream(const char* call, orStream_t* out, int priority) {
       std::make_shared<Stream>(d.index, priority, /*isDefault=*/false, *d.executor, streamLimits());
   const std::uint64_t handle = runtime().streams.insert(stream);
   if (handle == 0) {
-    return fail(orErrorMemoryAllocation,
-                std::string("openreg: ") + call + ": too many live streams");
+    return fail(orErrorMemoryAllocation, call, "too many live streams");
   }
   stream->setHandle(handle);
   {
@@ -51,21 +50,20 @@ extern "C" {
 
 orError_t orStreamCreate(orStream_t* stream) {
   OR_ENTER();
-  return createStream("orStreamCreate", stream, kLeastStreamPriority);
+  return createStream(__func__, stream, kLeastStreamPriority);
 }
 
 orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
   OR_ENTER();
-  if (flags != 0)
-    return fail(orErrorInvalidValue, "openreg: orStreamCreateWithPriority: flags must be 0");
-  return createStream("orStreamCreateWithPriority", stream, priority);
+  if (flags != 0) return fail(orErrorInvalidValue, __func__, "flags must be 0");
+  return createStream(__func__, stream, priority);
 }
 
 orError_t orStreamGetPriority(orStream_t handle, int* priority) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(priority);
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamGetPriority");
+  if (stream == nullptr) return invalidStream(__func__);
   *priority = stream->priority();
   return orSuccess;
 }
@@ -74,7 +72,7 @@ orError_t orStreamGetDevice(orStream_t handle, int* device) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(device);
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamGetDevice");
+  if (stream == nullptr) return invalidStream(__func__);
   *device = stream->device();
   return orSuccess;
 }
@@ -82,15 +80,13 @@ orError_t orStreamGetDevice(orStream_t handle, int* device) {
 orError_t orStreamDestroy(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamDestroy");
-  if (orError_t e = checkStreamNotCapturing("orStreamDestroy", *stream); e != orSuccess) return e;
+  if (stream == nullptr) return invalidStream(__func__);
+  if (orError_t e = checkStreamNotCapturing(__func__, *stream); e != orSuccess) return e;
   if (stream->isDefault()) {
-    return fail(orErrorNotPermitted,
-                "openreg: orStreamDestroy: a default stream cannot be destroyed");
+    return fail(orErrorNotPermitted, __func__, "a default stream cannot be destroyed");
   }
   std::shared_ptr<Stream> owned = runtime().streams.erase(reinterpret_cast<std::uint64_t>(handle));
-  if (owned == nullptr)
-    return invalidStream("orStreamDestroy");  // lost a race with another destroy
+  if (owned == nullptr) return invalidStream(__func__);  // lost a race with another destroy
   owned->markDestroyed();
   return orSuccess;
 }
@@ -98,8 +94,8 @@ orError_t orStreamDestroy(orStream_t handle) {
 orError_t orStreamQuery(orStream_t handle) {
   OR_ENTER();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamQuery");
-  if (orError_t e = checkStreamNotCapturing("orStreamQuery", *stream); e != orSuccess) return e;
+  if (stream == nullptr) return invalidStream(__func__);
+  if (orError_t e = checkStreamNotCapturing(__func__, *stream); e != orSuccess) return e;
   if (!stream->idle()) return orErrorNotReady;
   return stream->takeError();
 }
@@ -107,21 +103,20 @@ orError_t orStreamQuery(orStream_t handle) {
 orError_t orStreamSynchronize(orStream_t handle) {
   OR_ENTER_SYNCHRONIZING();
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamSynchronize");
-  if (orError_t e = checkStreamNotCapturing("orStreamSynchronize", *stream); e != orSuccess)
-    return e;
+  if (stream == nullptr) return invalidStream(__func__);
+  if (orError_t e = checkStreamNotCapturing(__func__, *stream); e != orSuccess) return e;
   stream->waitFor(stream->submitted());
   return stream->takeError();
 }
 
 orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned int flags) {
   OR_ENTER();
-  if (flags != 0) return fail(orErrorInvalidValue, "openreg: orStreamWaitEvent: flags must be 0");
+  if (flags != 0) return fail(orErrorInvalidValue, __func__, "flags must be 0");
   Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream("orStreamWaitEvent");
+  if (stream == nullptr) return invalidStream(__func__);
   Event* event = runtime().events.find(reinterpret_cast<std::uint64_t>(eventHandle));
   if (event == nullptr) {
-    return invalidEvent("orStreamWaitEvent");
+    return invalidEvent(__func__);
   }
   std::shared_ptr<EventRecord> record = event->latest();
   if (orError_t e; captureEventWait(*stream, reinterpret_cast<std::uint64_t>(eventHandle),
@@ -138,11 +133,11 @@ orError_t orStreamWaitEvent(orStream_t handle, orEvent_t eventHandle, unsigned i
 orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
   if (fn == nullptr) {
     OR_ENTER();
-    return fail(orErrorInvalidValue, "openreg: orLaunchHostFunc: fn is NULL");
+    return fail(orErrorInvalidValue, __func__, "fn is NULL");
   }
   StreamOp op;
   op.task = Task([fn, arg] { fn(arg); });
-  return launchOn("orLaunchHostFunc", stream, std::move(op));
+  return launchOn(__func__, stream, std::move(op));
 }
 
 // [marker: launch-task]
@@ -154,23 +149,23 @@ orError_t orLaunchTask(orStream_t stream, const orTaskOps* ops, void* task, size
   OR_REQUIRE_NOT_NULL(ops);
   OR_REQUIRE_NOT_NULL(task);
   if (ops->run == nullptr || ops->relocate == nullptr || ops->destroy == nullptr) {
-    return fail(orErrorInvalidValue,
-                "openreg: orLaunchTask: ops->run, ops->relocate and ops->destroy are required");
+    return fail(orErrorInvalidValue, __func__,
+                "ops->run, ops->relocate and ops->destroy are required");
   }
   // From here on the object is the runtime's (runtime.h): destroyed in place if it cannot be taken.
   if (size == 0 || size > OR_TASK_INLINE_BYTES) {
     ops->destroy(task);
-    return fail(orErrorInvalidValue, "openreg: orLaunchTask: size must be 1.." +
-                                         std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
-                                         std::to_string(size));
+    return fail(orErrorInvalidValue, __func__,
+                "size must be 1.." + std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
+                    std::to_string(size));
   }
   if ((flags & ~static_cast<unsigned>(orLaunchTaskWait)) != 0) {
     ops->destroy(task);
-    return fail(orErrorInvalidValue, "openreg: orLaunchTask: unknown flags");
+    return fail(orErrorInvalidValue, __func__, "unknown flags");
   }
   StreamOp op;
   op.task.adopt(ops, task);
-  return launchOn("orLaunchTask", stream, std::move(op), (flags & orLaunchTaskWait) != 0);
+  return launchOn(__func__, stream, std::move(op), (flags & orLaunchTaskWait) != 0);
 }
 
 }  // extern "C"

@@ -4,7 +4,6 @@
 #include <openreg/runtime.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "Poison.h"
@@ -16,19 +15,11 @@ namespace {
 
 constexpr std::size_t kGranularity = DeviceMemory::kGranularity;
 
-std::string hex(const void* p) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
-  return buf;
-}
-
 // `size` must be a positive multiple of the granularity.
 orError_t checkSize(const char* call, std::size_t size) {
   if (size != 0 && size % kGranularity == 0) return orSuccess;
-  return fail(orErrorInvalidValue,
-              std::string("openreg: ") + call + ": size " + std::to_string(size) +
-                  " is not a positive multiple of the granularity (" +
+  return fail(orErrorInvalidValue, call,
+              "size " + std::to_string(size) + " is not a positive multiple of the granularity (" +
                   std::to_string(kGranularity) + " bytes, orMemGetAllocationGranularity)");
 }
 
@@ -39,8 +30,8 @@ Device* reservedRange(const char* call, const void* ptr, std::size_t size, orErr
   if (*error != orSuccess) return nullptr;
   Device* d = deviceOfPointer(ptr);
   if (d == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % kGranularity != 0) {
-    *error = fail(orErrorInvalidValue,
-                  std::string("openreg: ") + call + ": ptr " + hex(ptr) +
+    *error = fail(orErrorInvalidValue, call,
+                  "ptr " + hexAddress(ptr) +
                       (d == nullptr ? " is not a device address (orMemAddressReserve gives one)"
                                     : " is not a multiple of the granularity (" +
                                           std::to_string(kGranularity) + " bytes)"));
@@ -57,7 +48,7 @@ orError_t onReservedRange(const char* call, void* ptr, std::size_t size, RangeOp
   if (d == nullptr) return e;
   std::string message;
   e = (d->memory.*op)(ptr, size, &message);
-  if (e != orSuccess) return fail(e, std::string("openreg: ") + call + ": " + message);
+  if (e != orSuccess) return fail(e, call, message);
   // A new mapping is fresh memory and an unmapped range no one's: poison a failed task left there
   // (while mapped, or written through the window while not) does not carry over (Note [Poisoned
   // memory]), as orFree clears an allocation's.
@@ -81,26 +72,26 @@ orError_t orMemGetAllocationGranularity(size_t* granularity) {
 orError_t orMemAddressReserve(void** ptr, size_t size) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(ptr);
-  if (orError_t e = checkSize("orMemAddressReserve", size); e != orSuccess) return e;
+  if (orError_t e = checkSize(__func__, size); e != orSuccess) return e;
   std::string message;
   const orError_t e = device(currentDevice()).memory.reserve(size, ptr, &message);
-  return e == orSuccess ? e : fail(e, "openreg: orMemAddressReserve: " + message);
+  return e == orSuccess ? e : fail(e, __func__, message);
 }
 
 orError_t orMemAddressFree(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemAddressFree", ptr, size, &DeviceMemory::releaseReservation);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::releaseReservation);
 }
 
 // [marker: mem-map]
 orError_t orMemMap(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemMap", ptr, size, &DeviceMemory::mapRange);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::mapRange);
 }
 
 orError_t orMemUnmap(void* ptr, size_t size) {
   OR_ENTER();
-  return onReservedRange("orMemUnmap", ptr, size, &DeviceMemory::unmapRange);
+  return onReservedRange(__func__, ptr, size, &DeviceMemory::unmapRange);
 }
 
 }  // extern "C"

@@ -1525,9 +1525,9 @@ class Fuzzer {
   }
 
   void opMisc() {
-    const int code = chance(50) ? static_cast<int>(below(14)) : static_cast<int>(rng_());
+    const int code = chance(50) ? static_cast<int>(below(15)) : static_cast<int>(rng_());
     if (fuzzErrorName(code) == nullptr || fuzzErrorString(code) == nullptr) die("NULL error name");
-    if (code >= 0 && code <= orErrorStreamCaptureInvalidated &&
+    if (code >= 0 && code <= orErrorOutOfResources &&
         std::strcmp(fuzzErrorName(code), "orErrorUnknownCode") == 0) {
       die("a documented code without a name");
     }

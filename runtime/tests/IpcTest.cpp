@@ -4,6 +4,7 @@
 // exit status; the handle travels in the environment, the steps are paced through two pipes.
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,4 +331,29 @@ TEST(Ipc, BadArgumentsAreRefusedWithTheirOwnCodes) {
   EXPECT_EQ(orIpcCloseMemHandle(p), orErrorInvalidDevicePointer);
   OR_OK(orFree(p));
   EXPECT_EQ(orIpcGetMemHandle(&handle, p), orErrorInvalidDevicePointer);
+}
+
+namespace {
+// Runs in a death-test child, whose limit of open files it lowers to none: the first export
+// needs a descriptor for the table of handles, and the system refuses it.
+int exportWithNoFileDescriptorLeft() {
+  void* p = nullptr;
+  if (orMalloc(&p, kBytes) != orSuccess) return 2;  // the runtime's own files are open by now
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = 0;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 3;
+  orIpcMemHandle_t handle;
+  const orError_t e = orIpcGetMemHandle(&handle, p);
+  const std::string message = orGetLastErrorMessage();
+  if (e != orErrorOutOfResources) return 4;
+  return message.rfind("openreg: orIpcGetMemHandle: cannot create the export table: ", 0) == 0 ? 0
+                                                                                               : 5;
+}
+}  // namespace
+
+// A failure of the system's resources is not a bad argument: its own code, not
+// orErrorInvalidValue.
+TEST(Ipc, AnExportTheSystemRefusesAFileDescriptorIsAResourceFailure) {
+  EXPECT_EXIT(std::exit(exportWithNoFileDescriptorLeft()), ::testing::ExitedWithCode(0), "");
 }

@@ -9,13 +9,13 @@
 
 #include <span>
 
+#include "aten/KernelAlias.h"
 #include "aten/engine/OpTraits.h"
 
 namespace openreg::engine {
 
-inline bool isOpenReg(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
+// The dispatch keys that run an operator's CPU kernel (op.redispatchBoxed(kCpuKeys, stack)).
+inline constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
 // Applies `fn` to every tensor inside an argument (a tensor, a list, a list of optionals).
 template <class F>

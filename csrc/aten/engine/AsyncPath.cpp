@@ -11,19 +11,20 @@
 #include <mutex>
 #include <string_view>
 
+#include "aten/EmptyTensor.h"
 #include "aten/KernelAlias.h"
 #include "aten/engine/Arguments.h"
+#include "aten/engine/AsyncPath.h"
 #include "aten/engine/AsyncTask.h"
 #include "aten/engine/CallDevice.h"
 #include "aten/engine/MetaKernel.h"
-#include "aten/engine/Paths.h"
 #include "aten/engine/ShapeCache.h"
+#include "aten/engine/SyncPath.h"
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
 #include "core/TaskWarnings.h"
-#include "core/allocator/DeviceAllocator.h"
 
 namespace openreg::engine {
 namespace {

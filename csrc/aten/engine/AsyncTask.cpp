@@ -16,8 +16,6 @@
 namespace openreg::engine {
 namespace {
 
-constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
-
 // Runs the kernel with the call's deterministic mode (Note [Global state is the call's]): nothing
 // to do in the usual case, where it has not changed since the call.
 class DeterministicScope {

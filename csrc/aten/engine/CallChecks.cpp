@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "aten/engine/Arguments.h"
-#include "aten/engine/Paths.h"
+#include "aten/engine/SyncPath.h"
 
 namespace openreg::engine {
 namespace {

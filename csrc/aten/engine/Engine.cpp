@@ -51,12 +51,13 @@
 #include <mutex>
 #include <string>
 
+#include "aten/engine/AsyncPath.h"
 #include "aten/engine/CallDevice.h"
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Engine.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/OpTraits.h"
-#include "aten/engine/Paths.h"
+#include "aten/engine/SyncPath.h"
 #include "core/Functions.h"
 #include "core/Hooks.h"
 #include "core/TaskWarnings.h"

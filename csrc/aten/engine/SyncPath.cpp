@@ -16,19 +16,14 @@
 #include "aten/engine/CallDevice.h"
 #include "aten/engine/MetaKernel.h"
 #include "aten/engine/OutputRepair.h"
-#include "aten/engine/Paths.h"
 #include "aten/engine/Quantized.h"
 #include "aten/engine/ShapeCache.h"
+#include "aten/engine/SyncPath.h"
 #include "core/Exception.h"
 #include "core/Generator.h"
 #include "core/Stream.h"
 
 namespace openreg::engine {
-namespace {
-
-constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
-
-}  // namespace
 
 void runCpuKernelNamingDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                               c10::Device device) {

@@ -1,8 +1,6 @@
 #include "core/allocator/DeviceAllocator.h"
 #include "core/DeviceTrace.h"
 
-#include <ATen/EmptyTensor.h>
-
 #include <c10/util/Exception.h>
 #include <openreg/runtime.h>
 
@@ -161,12 +159,5 @@ DeviceAllocator& deviceAllocator() {
 
 // [marker: allocator-registration]
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &deviceAllocator())
-
-at::Tensor emptyStridedOnDevice(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                                c10::ScalarType dtype) {
-  return at::detail::empty_strided_generic(sizes, strides, &deviceAllocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           dtype);
-}
 
 }  // namespace openreg

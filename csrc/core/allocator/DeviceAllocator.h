@@ -3,7 +3,6 @@
 // DeviceCachingAllocator. Registered for PrivateUse1 in DeviceAllocator.cpp.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/flat_hash_map.h>
 
@@ -52,11 +51,5 @@ class OPENREG_TORCH_API DeviceAllocator final : public c10::DeviceAllocator {
 
 // The registered instance.
 OPENREG_TORCH_API DeviceAllocator& deviceAllocator();
-
-// A new tensor in the current device's memory, from the caching allocator on the current stream:
-// what openreg's empty_strided kernel returns, and what the engine gives its outputs without a
-// dispatch (csrc/aten/engine/AsyncPath.cpp).
-OPENREG_TORCH_API at::Tensor emptyStridedOnDevice(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                                                  c10::ScalarType dtype);
 
 }  // namespace openreg

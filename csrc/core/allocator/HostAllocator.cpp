@@ -81,4 +81,10 @@ at::HostAllocator* hostAllocator() {
 // [marker: host-allocator-registration]
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &gHostAllocator)
 
+bool isPinnedPtr(const void* data) {
+  orPointerAttributes attributes;
+  return orPointerGetAttributes(&attributes, data) == orSuccess &&
+         attributes.type == orMemoryTypeHost;
+}
+
 }  // namespace openreg

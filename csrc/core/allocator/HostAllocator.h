@@ -16,4 +16,8 @@ namespace openreg {
 
 OPENREG_TORCH_API at::HostAllocator* hostAllocator();
 
+// True if `data` points into pinned host memory (orMallocHost's): what is_pinned() answers, and
+// what lets a copy from or to host memory run asynchronously.
+OPENREG_TORCH_API bool isPinnedPtr(const void* data);
+
 }  // namespace openreg

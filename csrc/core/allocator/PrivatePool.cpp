@@ -130,8 +130,7 @@ BlockPool& DeviceCachingAllocator::poolFor(size_t size, c10::Stream stream) {
       if (c.captureId == 0) continue;
       const bool strict = c.mode == orStreamCaptureModeGlobal ||
                           (c.mode == orStreamCaptureModeThreadLocal && c.thread == self);
-      TORCH_CHECK(!strict, "openreg: device ", static_cast<int>(device_), ": an allocation of ",
-                  size, " bytes on stream ", stream.id(),
+      TORCH_CHECK(!strict, "openreg: an allocation of ", size, " bytes on ", OpenRegStream(stream),
                   ", which is not capturing, while a graph capture in \"", modeName(c.mode),
                   "\" mode is in progress on this device. Such memory would not come from the "
                   "graph's private pool. Allocate on the capturing stream (or a stream forked off "

@@ -71,6 +71,8 @@ typedef enum orError {
                                            the capture is invalidated (see Graphs below) */
   orErrorStreamCaptureInvalidated = 12, /* the capture was invalidated by an earlier error, or
                                            ended with a forked stream not joined back */
+  orErrorOutOfResources = 13, /* the system refused a resource other than device capacity (file
+                                 descriptors, memory mappings); the arguments were fine */
 } orError_t;
 
 /* A static string naming the code ("orErrorInvalidValue"); unknown codes give
@@ -557,9 +559,10 @@ typedef struct orIpcMemHandleInfo {
 /* [out] handle: a handle for the allocation containing devPtr (any address inside it), taking
  * one reference to it (above). orErrorInvalidDevicePointer if devPtr is in no live allocation or
  * in memory imported from another process (it cannot be passed on); orErrorMemoryAllocation if
- * 4096 handles of this process are outstanding; orErrorInvalidValue if handle is NULL, devPtr is
- * in a reservation (memory mapped with orMemMap is not shareable), or the memory file cannot be
- * shared. */
+ * 4096 handles of this process are outstanding; orErrorOutOfResources if the system refuses the
+ * file descriptor or the mapping of this process's table of handles (made at the first call);
+ * orErrorInvalidValue if handle is NULL or devPtr is in a reservation (memory mapped with
+ * orMemMap is not shareable). */
 OPENREG_RUNTIME_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
 
 /* [out] devPtr: the start of the allocation of `handle`, mapped into this process's range of the
@@ -568,7 +571,9 @@ OPENREG_RUNTIME_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* 
  * orErrorInvalidValue: NULL devPtr, bad flags, bytes that are not a handle, a handle opened,
  * closed or discarded before, made by this process, or whose exporter has exited (the message
  * says which). orErrorInvalidDevice: the handle's device does not exist here.
- * orErrorMemoryAllocation: the device's range has no room for the allocation. */
+ * orErrorMemoryAllocation: the device's range has no room for the allocation.
+ * orErrorOutOfResources: the system refuses a file descriptor or a mapping for the exporter's
+ * files (too many open files, too many mappings). */
 OPENREG_RUNTIME_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle,
                                                  unsigned int flags);
 
@@ -584,7 +589,8 @@ OPENREG_RUNTIME_API orError_t orIpcCloseMemHandle(void* devPtr);
  * process may call it, the exporter included; in another process it first synchronizes every
  * device, as orIpcCloseMemHandle does, since work queued there may use the allocation through
  * another mapping. orErrorInvalidValue for bytes that are not a handle, a handle already opened
- * or given back, or one whose exporter has exited. Never returns a task failure. */
+ * or given back, or one whose exporter has exited; orErrorOutOfResources as for
+ * orIpcOpenMemHandle. Never returns a task failure. */
 OPENREG_RUNTIME_API orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle);
 
 /* In the exporter: orSuccess once the handle's reference has been given back (closed, discarded,

@@ -1,5 +1,5 @@
-// The engine's two ways of running a call (Note [Generic engine] in Engine.cpp), for Engine.cpp,
-// which chooses between them.
+// The engine's synchronizing path (Note [Generic engine] in Engine.cpp): the stream is
+// synchronized and the CPU kernel runs on the calling thread.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -10,13 +10,6 @@
 
 namespace openreg::engine {
 
-// The asynchronous path (AsyncPath.cpp): outputs from Meta shapes, one task on the current stream.
-// Returns false, changing nothing, when there are no shapes ahead for this call.
-bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-              c10::Device device);
-
-// The synchronizing path (SyncPath.cpp): the stream is synchronized and the CPU kernel runs on
-// the calling thread.
 void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
              c10::Device device);
 

@@ -1,0 +1,17 @@
+// The engine's asynchronous path (Note [Generic engine] in Engine.cpp): outputs from Meta shapes,
+// one task on the current stream.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Device.h>
+
+#include "aten/engine/OpTraits.h"
+
+namespace openreg::engine {
+
+// Returns false, changing nothing, when there are no shapes ahead for this call.
+bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
+              c10::Device device);
+
+}  // namespace openreg::engine
