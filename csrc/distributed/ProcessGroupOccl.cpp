@@ -98,7 +98,8 @@ c10d::ReduceOp glooReduceOp(const char* op, const c10d::ReduceOp& reduceOp) {
   return reduceOp;
 }
 
-// Runs after Gloo's sum, on the completion thread, with the CPU's division kernel.
+// Runs after Gloo's sum, where completion runs (in Gloo's future callback, or on the completion
+// thread for an operation whose Gloo Work has no future), with the CPU's division kernel.
 WorkOccl::After divideAfter(std::vector<at::Tensor> aliases, int64_t n) {
   return [aliases = std::move(aliases), n]() mutable {
     for (auto& t : aliases) {

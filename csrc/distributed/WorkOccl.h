@@ -54,7 +54,8 @@ class WorkOccl : public c10d::Work {
   // Hands the operation to Gloo and returns Gloo's Work, at once (on the communication thread).
   // nullptr: nothing to wait for.
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>()>;
-  // Runs once Gloo's Work is done, before completion (on the completion thread): AVG's division.
+  // Runs once Gloo's Work is done, before completion, where completion runs (Gloo's future
+  // callback, or the completion thread): AVG's division.
   using After = std::function<void()>;
 
   // `device`: the openreg device of the tensors, or nullopt for CPU tensors (no gate, a CPU
