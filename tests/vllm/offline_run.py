@@ -2,7 +2,7 @@
 fresh, since the device's memory size and vLLM's engine are fixed per process).
 
     python offline_run.py MODEL_DIR OUT.json [--max-tokens 8,16,...] [--max-num-seqs N]
-        [--max-num-batched-tokens N] [--prefix-caching] [--prompts-json FILE]
+        [--max-num-batched-tokens N] [--prefix-caching] [--prompts-json FILE] [--kv-cache-memory-bytes N]
 
 Greedy decoding with `ignore_eos`; writes the generated token ids of each prompt, the number of KV
 cache blocks vLLM allocated, and what the worker saw of the device (the platform class, the
@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--prefix-caching", action="store_true")
     parser.add_argument("--prompts-json", default=None, help="a JSON list of prompts (default: tiny_models.PROMPTS)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -57,6 +58,8 @@ def main() -> None:
     extra = {}
     if args.max_num_batched_tokens is not None:
         extra["max_num_batched_tokens"] = args.max_num_batched_tokens
+    if args.kv_cache_memory_bytes is not None:
+        extra["kv_cache_memory_bytes"] = args.kv_cache_memory_bytes
     llm = LLM(
         model=args.model,
         dtype="float32",
