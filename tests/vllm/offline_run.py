@@ -3,6 +3,7 @@ fresh, since the device's memory size and vLLM's engine are fixed per process).
 
     python offline_run.py MODEL_DIR OUT.json [--max-tokens 8,16,...] [--max-num-seqs N]
         [--max-num-batched-tokens N] [--prefix-caching] [--prompts-json FILE] [--kv-cache-memory-bytes N]
+        [--compile]
 
 Greedy decoding with `ignore_eos`; writes the generated token ids of each prompt, the number of KV
 cache blocks vLLM allocated, and what the worker saw of the device (the platform class, the
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("--prompts-json", default=None, help="a JSON list of prompts (default: tiny_models.PROMPTS)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)
+    parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile (default: enforce_eager)")
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -68,6 +70,7 @@ def main() -> None:
         enable_prefix_caching=args.prefix_caching,
         gpu_memory_utilization=args.gpu_memory_utilization,
         seed=0,
+        enforce_eager=not args.compile,
         **extra,
     )
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]
@@ -77,6 +80,7 @@ def main() -> None:
         "tokens": [list(output.outputs[0].token_ids) for output in outputs],
         "num_blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks,
         "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
+        "compilation_mode": llm.llm_engine.vllm_config.compilation_config.mode.name,
         "device": llm.apply_model(_device_state)[0],
     }
     pathlib.Path(args.out).write_text(json.dumps(result))

@@ -1,7 +1,7 @@
 """Offline inference with vLLM on openreg (`make test-vllm`, docs/vllm.md), against Hugging Face's
 greedy `generate` on the CPU for the same weights: every generated token id equal, for a small
 Llama (grouped-query attention) and a small GPT-2, in batches that mix prefill and decode, with
-chunked prefill and with prefix caching; the KV cache sized from the device's memory; vLLM's own
+chunked prefill, with prefix caching and with torch.compile; the KV cache sized from the device's memory; vLLM's own
 error for a prompt longer than the model allows.
 
 Each vLLM run is a fresh interpreter (tests/vllm/offline_run.py): the device's capacity
@@ -59,7 +59,17 @@ def test_one_batch_of_every_prompt_equals_hf_greedy_on_cpu(model, tmp_path):
     folder, expected = model
     result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS))
     assert result["platform"] == "OpenRegPlatform"
+    assert result["compilation_mode"] == "NONE"
     assert result["device"]["parameter_devices"] == ["openreg"]
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_torch_compile_equals_hf(model, tmp_path):
+    """vLLM's torch.compile (VLLM_COMPILE: the model's graph cut at each attention call, the pieces
+    compiled by Inductor for openreg): the same tokens as HF."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--compile", env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
+    assert result["compilation_mode"] == "VLLM_COMPILE"
     assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
 
 

@@ -56,9 +56,6 @@ class OpenRegPlatform(Platform):
     # parallelism is not supported (docs/vllm.md).
     ray_device_key = ""
     dist_backend = "occl"  # torch.distributed's backend for openreg tensors (docs/distributed.md)
-    # Dynamo's backend for the functions vLLM compiles on their own (logprobs, sampling helpers):
-    # openreg's own Inductor registration (docs/compile.md).
-    simple_compile_backend = _DEVICE
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -144,6 +141,17 @@ class OpenRegPlatform(Platform):
         register_kernels(OVERRIDES)
 
     @classmethod
+    def opaque_attention_op(cls) -> bool:
+        # Attention as vLLM's custom operator (vllm::unified_attention_with_output), opaque to
+        # Dynamo: the compiled model splits its graph there, and the attention metadata, built per
+        # step on the host, is never traced into a compiled piece.
+        return True
+
+    @classmethod
+    def get_pass_manager_cls(cls) -> str:
+        return "torch_openreg.vllm.compile.OpenRegPassManager"
+
+    @classmethod
     def get_device_communicator_cls(cls) -> str:
         # vLLM's base communicator runs torch.distributed collectives on the group's backend,
         # which is occl for openreg tensors: nothing device-specific is left to write.
@@ -181,18 +189,23 @@ class OpenRegPlatform(Platform):
         compilation = vllm_config.compilation_config
         if compilation.cudagraph_mode != CUDAGraphMode.NONE:
             _disable(
-                "graphs disabled: vLLM's graph wrapper captures with torch.cuda.graph and "
-                "torch.cuda.CUDAGraph (vllm/compilation/cuda_graph.py); see docs/vllm.md"
+                "graphs disabled: openreg has no static graph wrapper for vLLM yet "
+                "(get_static_graph_wrapper_cls), and its attention backend builds per-step metadata "
+                "whose shapes a replayed graph could not take; see docs/vllm.md"
             )
             compilation.cudagraph_mode = CUDAGraphMode.NONE
         compilation.cudagraph_capture_sizes = []
         compilation.max_cudagraph_capture_size = 0
-        if compilation.mode != CompilationMode.NONE:
+        if compilation.compile_sizes is None:
+            compilation.compile_sizes = []
+        if compilation.mode not in (CompilationMode.NONE, CompilationMode.VLLM_COMPILE):
             _disable(
-                "torch.compile disabled: vLLM's compiled model splits its graph around attention "
-                "and compiles the pieces with Inductor for CUDA or the CPU; see docs/vllm.md"
+                f"torch.compile mode {compilation.mode.name} replaced by VLLM_COMPILE, the mode "
+                "tested on openreg (Inductor compiles the pieces between attention calls)"
             )
-            compilation.mode = CompilationMode.NONE
+            compilation.mode = CompilationMode.VLLM_COMPILE
+        if compilation.mode == CompilationMode.VLLM_COMPILE:
+            compilation.backend = "inductor"  # openreg's Inductor registration (docs/compile.md)
 
         # vLLM's JIT warm-up compiles the Triton kernels its runner will launch; on openreg those
         # are replaced by PyTorch operators (kernels.py), which have nothing to compile.
