@@ -13,8 +13,8 @@ GPT-2, ten prompts of 1 to 85 tokens), greedy, `--max-tokens` new tokens per pro
 - whether vLLM's tokens equal HF's (the bench's figures are only worth reading if they do).
 
 Each vLLM measurement runs in a fresh interpreter (`--child`), its engine in that process, after
-one warm-up generate. Graphs are off on openreg (docs/vllm.md, "Features"), so there is no
-"with graphs" column.
+one warm-up generate, eager (`enforce_eager`) and with vLLM's torch.compile (Inductor on openreg).
+Graphs are off on openreg (docs/vllm.md, "Features"), so there is no "with graphs" column.
 
     python bench/vllm_bench.py [--max-tokens 64] [--repeats 3] [--json PATH]
 """
@@ -53,11 +53,11 @@ def hf_cpu(folder: pathlib.Path, max_tokens: int, repeats: int) -> dict:
     return {"batch_seconds": statistics.median(batch_times), "ttft_seconds": statistics.median(first), "tokens": tokens}
 
 
-def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int) -> dict:
+def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int, compiled: bool) -> dict:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(folder), dtype="float32", max_model_len=tiny_models.MAX_POSITIONS, seed=0,
-              gpu_memory_utilization=0.5)  # fmt: skip
+              gpu_memory_utilization=0.5, enforce_eager=not compiled)  # fmt: skip
     batch = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate(tiny_models.PROMPTS[:2], batch, use_tqdm=False)  # warm-up
@@ -80,11 +80,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--child", nargs=2, metavar=("MODEL_DIR", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, metavar=("MODEL_DIR", "OUT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        result = vllm_openreg(pathlib.Path(args.child[0]), args.max_tokens, args.repeats)
+        result = vllm_openreg(pathlib.Path(args.child[0]), args.max_tokens, args.repeats, args.child[2] == "compiled")
         pathlib.Path(args.child[1]).write_text(json.dumps(result))
         return
 
@@ -92,31 +92,37 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for kind in ("llama", "gpt2"):
             folder = tiny_models.build(kind, pathlib.Path(scratch) / kind)
-            out = pathlib.Path(scratch) / f"{kind}.json"
-            subprocess.run(
-                [sys.executable, __file__, "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats),
-                 "--child", str(folder), str(out)],
-                check=True,
-            )  # fmt: skip
-            vllm = json.loads(out.read_text())
+            vllm = {}
+            for mode in ("eager", "compiled"):
+                out = pathlib.Path(scratch) / f"{kind}-{mode}.json"
+                subprocess.run(
+                    [sys.executable, __file__, "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats),
+                     "--child", str(folder), str(out), mode],
+                    check=True, env={**os.environ, "VLLM_DISABLE_COMPILE_CACHE": "1"},
+                )  # fmt: skip
+                vllm[mode] = json.loads(out.read_text())
             hf = hf_cpu(folder, args.max_tokens, args.repeats)
             generated = len(tiny_models.PROMPTS) * args.max_tokens
             rows.append({
                 "model": kind,
-                "tokens_equal": vllm["tokens"] == hf["tokens"],
-                "vllm_openreg_tokens_per_s": generated / vllm["batch_seconds"],
+                "tokens_equal": all(vllm[m]["tokens"] == hf["tokens"] for m in vllm),
+                "vllm_openreg_eager_tokens_per_s": generated / vllm["eager"]["batch_seconds"],
+                "vllm_openreg_compiled_tokens_per_s": generated / vllm["compiled"]["batch_seconds"],
                 "hf_cpu_tokens_per_s": generated / hf["batch_seconds"],
-                "vllm_openreg_ttft_ms": 1000 * vllm["ttft_seconds"],
+                "vllm_openreg_eager_ttft_ms": 1000 * vllm["eager"]["ttft_seconds"],
+                "vllm_openreg_compiled_ttft_ms": 1000 * vllm["compiled"]["ttft_seconds"],
                 "hf_cpu_ttft_ms": 1000 * hf["ttft_seconds"],
             })  # fmt: skip
 
     print(f"{len(tiny_models.PROMPTS)} prompts x {args.max_tokens} new tokens, greedy, median of {args.repeats}")
-    print("| model | vLLM on openreg, tokens/s | HF generate on CPU, tokens/s | vLLM on openreg, TTFT ms "
-          "| HF on CPU, TTFT ms | tokens equal |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print("| model | tokens/s: vLLM openreg eager | vLLM openreg compiled | HF generate CPU "
+          "| TTFT ms: vLLM openreg eager | vLLM openreg compiled | HF generate CPU | tokens equal |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    columns = ["vllm_openreg_eager_tokens_per_s", "vllm_openreg_compiled_tokens_per_s", "hf_cpu_tokens_per_s",
+               "vllm_openreg_eager_ttft_ms", "vllm_openreg_compiled_ttft_ms", "hf_cpu_ttft_ms"]  # fmt: skip
     for r in rows:
-        print(f"| {r['model']} | {r['vllm_openreg_tokens_per_s']:.0f} | {r['hf_cpu_tokens_per_s']:.0f} "
-              f"| {r['vllm_openreg_ttft_ms']:.1f} | {r['hf_cpu_ttft_ms']:.1f} | {r['tokens_equal']} |")  # fmt: skip
+        figures = " | ".join(f"{r[c]:.0f}" if c.endswith("per_s") else f"{r[c]:.1f}" for c in columns)
+        print(f"| {r['model']} | {figures} | {r['tokens_equal']} |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"max_tokens": args.max_tokens, "rows": rows}, indent=2))
 
