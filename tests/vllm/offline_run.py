@@ -78,6 +78,7 @@ def main() -> None:
     result = {
         "platform": type(current_platform).__qualname__,
         "tokens": [list(output.outputs[0].token_ids) for output in outputs],
+        "cached_tokens": [output.num_cached_tokens for output in outputs],
         "num_blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks,
         "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
         "compilation_mode": llm.llm_engine.vllm_config.compilation_config.mode.name,

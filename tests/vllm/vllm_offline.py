@@ -108,6 +108,9 @@ def test_prefix_caching_reuses_blocks_and_equals_hf(model, tmp_path):
         "--prefix-caching", "--max-num-seqs", "1",
     )  # fmt: skip
     assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+    # The 85-token prefix fills 5 blocks of 16: the first prompt computes them, the others find them.
+    assert result["cached_tokens"][0] == 0
+    assert all(cached >= 80 for cached in result["cached_tokens"][1:]), result["cached_tokens"]
 
 
 def test_kv_cache_blocks_follow_openreg_device_memory(tmp_path):
