@@ -51,11 +51,10 @@ class OpenRegPlatform(Platform):
     device_name = _DEVICE
     device_type = _DEVICE
     dispatch_key = "PrivateUse1"
-    # vLLM sets this variable to give each data-parallel engine its devices; the openreg runtime
-    # has no variable that hides devices (docs/ecosystem.md), so vLLM's placeholder stays and data
-    # parallelism is not supported (docs/vllm.md).
-    ray_device_key = ""
     dist_backend = "occl"  # torch.distributed's backend for openreg tensors (docs/distributed.md)
+    # device_control_env_var keeps vLLM's placeholder: vLLM sets that variable to give each
+    # data-parallel engine its devices, and the openreg runtime has no variable that hides devices
+    # (docs/ecosystem.md), so data parallelism is refused (check_and_update_config).
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -211,20 +210,8 @@ class OpenRegPlatform(Platform):
         # are replaced by PyTorch operators (kernels.py), which have nothing to compile.
         vllm_config.kernel_config.enable_jit_warmup = False
 
-        cache = vllm_config.cache_config
-        if cache.block_size is None:
-            cache.block_size = 16
-
         if vllm_config.use_v2_model_runner:
             raise NotImplementedError(
                 "openreg runs vLLM's v1 model runner; the v2 runner's Triton kernels are CUDA's "
                 "(unset VLLM_USE_V2_MODEL_RUNNER)"
             )
-
-    @classmethod
-    def support_hybrid_kv_cache(cls) -> bool:
-        return False
-
-    @classmethod
-    def support_static_graph_mode(cls) -> bool:
-        return False
