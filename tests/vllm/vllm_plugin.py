@@ -1,15 +1,21 @@
 """How vLLM finds openreg (`make test-vllm`, docs/vllm.md): the `vllm.platform_plugins` entry point of
 the installed package, the platform vLLM then builds, and the entry point's None where openreg
-cannot run, so that vLLM falls back to another platform."""
+cannot run, so that vLLM falls back to another platform; the configuration the platform gives
+vLLM's features."""
 
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 from importlib.metadata import entry_points
 
+import pytest
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import tiny_models
 
 
 def test_the_installed_entry_point_names_the_openreg_platform():
@@ -38,3 +44,37 @@ def test_without_a_device_the_entry_point_answers_none_and_vllm_falls_back():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["None", "UnspecifiedPlatform"], result.stdout
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return tiny_models.build("llama", tmp_path_factory.mktemp("vllm-plugin") / "llama")
+
+
+def _config(folder, **options):
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs(model=str(folder), dtype="float32", **options).create_engine_config()
+
+
+def test_the_configuration_openreg_gives_each_feature(llama):
+    """The feature table of docs/vllm.md as vLLM's configuration holds it after the platform's
+    check_and_update_config."""
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    config = _config(llama, async_scheduling=True, enable_chunked_prefill=True, enable_prefix_caching=True)
+    assert config.parallel_config.worker_cls == "torch_openreg.vllm.worker.OpenRegWorker"
+    assert config.scheduler_config.async_scheduling is False
+    assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
+    assert config.compilation_config.mode == CompilationMode.VLLM_COMPILE
+    assert config.compilation_config.backend == "inductor"
+    assert config.scheduler_config.enable_chunked_prefill is True
+    assert config.cache_config.enable_prefix_caching is True
+    assert config.use_v2_model_runner is False
+    assert _config(llama, enforce_eager=True).compilation_config.mode == CompilationMode.NONE
+
+
+@pytest.mark.parametrize("option", ["tensor_parallel_size", "pipeline_parallel_size"])
+def test_parallelism_is_refused_with_the_reason(llama, option):
+    with pytest.raises(NotImplementedError, match="tensor and pipeline parallelism are not supported"):
+        _config(llama, **{option: 2})
