@@ -57,12 +57,16 @@ def _config(folder, **options):
     return EngineArgs(model=str(folder), dtype="float32", **options).create_engine_config()
 
 
-def test_the_configuration_openreg_gives_each_feature(llama):
+def test_the_configuration_openreg_gives_each_feature(llama, caplog):
     """The feature table of docs/vllm.md as vLLM's configuration holds it after the platform's
-    check_and_update_config."""
+    check_and_update_config, and the log line that says why for each feature turned off."""
     from vllm.config import CompilationMode, CUDAGraphMode
 
-    config = _config(llama, async_scheduling=True, enable_chunked_prefill=True, enable_prefix_caching=True)
+    with caplog.at_level("WARNING", logger="torch_openreg.vllm.platform"):
+        config = _config(llama, async_scheduling=True, enable_chunked_prefill=True, enable_prefix_caching=True)
+    logged = [r.getMessage() for r in caplog.records if r.name == "torch_openreg.vllm.platform"]
+    assert any(m.startswith("openreg: graphs disabled: openreg has no static graph wrapper") for m in logged), logged
+    assert any(m.startswith("openreg: async scheduling disabled: vLLM's model runner") for m in logged), logged
     assert config.parallel_config.worker_cls == "torch_openreg.vllm.worker.OpenRegWorker"
     assert config.scheduler_config.async_scheduling is False
     assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE

@@ -140,6 +140,12 @@ class OpenRegPlatform(Platform):
         register_kernels(OVERRIDES)
 
     @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        # No graph wrapper on torch.openreg.Graph yet (docs/vllm.md, "Features"); with False, vLLM
+        # sets cudagraph_mode to NONE itself, and check_and_update_config logs why.
+        return False
+
+    @classmethod
     def opaque_attention_op(cls) -> bool:
         # Attention as vLLM's custom operator (vllm::unified_attention_with_output), opaque to
         # Dynamo: the compiled model splits its graph there, and the attention metadata, built per
@@ -186,13 +192,14 @@ class OpenRegPlatform(Platform):
             scheduler.async_scheduling = False
 
         compilation = vllm_config.compilation_config
-        if compilation.cudagraph_mode != CUDAGraphMode.NONE:
+        model = vllm_config.model_config
+        if model is not None and not model.enforce_eager:
             _disable(
                 "graphs disabled: openreg has no static graph wrapper for vLLM yet "
-                "(get_static_graph_wrapper_cls), and its attention backend builds per-step metadata "
-                "whose shapes a replayed graph could not take; see docs/vllm.md"
+                "(support_static_graph_mode is False), and its attention backend builds per-step "
+                "metadata whose shapes a replayed graph could not take; see docs/vllm.md"
             )
-            compilation.cudagraph_mode = CUDAGraphMode.NONE
+        compilation.cudagraph_mode = CUDAGraphMode.NONE
         compilation.cudagraph_capture_sizes = []
         compilation.max_cudagraph_capture_size = 0
         if compilation.compile_sizes is None:
