@@ -246,3 +246,32 @@ bench-ecosystem: build
 	@$(MAKE) --no-print-directory $(ECO_VENV)/.openreg-installed
 	@mkdir -p bench/results
 	$(ECO_VENV)/bin/python bench/ecosystem_bench.py bench/results/ecosystem.json
+
+# vLLM on openreg (docs/vllm.md): the platform plugin torch_openreg.vllm, offline inference and
+# `vllm serve` on openreg against Hugging Face's greedy generate on the CPU (tests/vllm/vllm_*.py,
+# named so that `make test` does not collect them). Its own venv, .venv-vllm/ (scripts/setup.sh with
+# torch 2.14.0, the release vLLM 0.33.0 pins, then requirements-vllm.txt: about 10 GB with vLLM's
+# CUDA dependencies), and build tree, build/python-vllm; the package installed with pip as a user
+# does, so that vLLM finds the platform through its entry point.
+VLLM_VENV := .venv-vllm
+VLLM_TORCH := 2.14.0
+$(VLLM_VENV)/.vllm-installed: requirements-vllm.txt requirements-dev.txt
+	OPENREG_SETUP_VENV=$(VLLM_VENV) OPENREG_SETUP_TORCH=$(VLLM_TORCH) scripts/setup.sh
+	PIP_CONSTRAINT=$(CURDIR)/$(VLLM_VENV)/constraints.txt $(VLLM_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check -r requirements-vllm.txt
+	touch $@
+
+.PHONY: test-vllm bench-vllm vllm-install
+vllm-install: $(VLLM_VENV)/.vllm-installed
+	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/python-vllm PIP_CONSTRAINT=$(CURDIR)/$(VLLM_VENV)/constraints.txt \
+	  $(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
+	  --force-reinstall --no-deps .
+
+test-vllm: vllm-install
+	PYTHONSAFEPATH=1 $(VLLM_VENV)/bin/python -m pytest -q tests/vllm/vllm_*.py
+
+# Tokens per second and time to first token, openreg against Hugging Face's generate on the CPU
+# (bench/vllm_bench.py; JSON in bench/results/vllm.json).
+bench-vllm: vllm-install
+	@mkdir -p bench/results
+	PYTHONSAFEPATH=1 $(VLLM_VENV)/bin/python bench/vllm_bench.py --json bench/results/vllm.json

@@ -20,3 +20,21 @@ def load() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+# [marker: vllm-entry-point]
+def vllm_platform() -> str | None:
+    """The `vllm.platform_plugins` entry point: the qualified name of openreg's vLLM platform, or
+    None when it cannot run (the package does not import against this torch, or no device), so that
+    vLLM goes on to pick another platform. Here, outside the package, for the same reason as `load`:
+    vLLM logs an import failure of the entry point's own module as a broken plugin."""
+    try:
+        import torch
+
+        import torch_openreg  # noqa: F401  (registers the openreg device)
+
+        if torch.openreg.device_count() == 0:
+            return None
+    except Exception:  # noqa: BLE001  anything: vLLM must be able to fall back to another platform
+        return None
+    return "torch_openreg.vllm.platform.OpenRegPlatform"

@@ -37,7 +37,7 @@ def test_import_torch_alone_loads_openreg_from_site_packages():
 
 
 # The package's integrations with other libraries (docs/ecosystem.md): subpackage -> the library.
-_INTEGRATIONS = {"lightning": "lightning", "deepspeed": "deepspeed", "transformers": "transformers"}
+_INTEGRATIONS = {"lightning": "lightning", "deepspeed": "deepspeed", "transformers": "transformers", "vllm": "vllm"}
 
 
 def test_every_module_of_the_package_imports():

@@ -104,6 +104,7 @@ def test_the_wheel_holds_every_module_of_the_tree_the_shared_objects_and_the_ent
         assert required in names, required
     assert any(re.fullmatch(r"torch_openreg/_C\..*\.so", n) for n in names), sorted(names)
     assert re.search(r"^openreg = torch_openreg_autoload:load$", entry_points, re.M), entry_points
+    assert re.search(r"^openreg = torch_openreg_autoload:vllm_platform$", entry_points, re.M), entry_points
 
 
 def make_venv(path: Path, *dists: str) -> tuple[Path, Path]:

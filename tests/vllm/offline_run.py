@@ -1,0 +1,91 @@
+"""One offline vLLM run on openreg, in its own interpreter (the vLLM suite runs each configuration
+fresh, since the device's memory size and vLLM's engine are fixed per process).
+
+    python offline_run.py MODEL_DIR OUT.json [--max-tokens 8,16,...] [--max-num-seqs N]
+        [--max-num-batched-tokens N] [--prefix-caching] [--prompts-json FILE] [--kv-cache-memory-bytes N]
+        [--compile]
+
+Greedy decoding with `ignore_eos`; writes the generated token ids of each prompt, the number of KV
+cache blocks vLLM allocated, and what the worker saw of the device (the platform class, the
+model's parameter devices, the allocator's bytes in use) to OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+# The engine in this process, so that the run's platform and worker state can be read back
+# (LLM.collective_rpc and apply_model reach the worker directly).
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import tiny_models
+
+
+def _device_state(model) -> dict:
+    import torch
+
+    return {
+        "parameter_devices": sorted({p.device.type for p in model.parameters()}),
+        "memory_allocated": torch.openreg.memory_allocated(),
+        "total_memory": torch.openreg.mem_get_info()[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("--max-tokens", default="32", help="one value, or one per prompt (comma-separated)")
+    parser.add_argument("--max-num-seqs", type=int, default=16)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--prefix-caching", action="store_true")
+    parser.add_argument("--prompts-json", default=None, help="a JSON list of prompts (default: tiny_models.PROMPTS)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)
+    parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile (default: enforce_eager)")
+    args = parser.parse_args()
+
+    from vllm import LLM, SamplingParams
+    from vllm.platforms import current_platform
+
+    prompts = json.loads(pathlib.Path(args.prompts_json).read_text()) if args.prompts_json else tiny_models.PROMPTS
+    lengths = [int(n) for n in args.max_tokens.split(",")]
+    if len(lengths) == 1:
+        lengths = lengths * len(prompts)
+    extra = {}
+    if args.max_num_batched_tokens is not None:
+        extra["max_num_batched_tokens"] = args.max_num_batched_tokens
+    if args.kv_cache_memory_bytes is not None:
+        extra["kv_cache_memory_bytes"] = args.kv_cache_memory_bytes
+    llm = LLM(
+        model=args.model,
+        dtype="float32",
+        max_model_len=tiny_models.MAX_POSITIONS,
+        max_num_seqs=args.max_num_seqs,
+        enable_prefix_caching=args.prefix_caching,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        seed=0,
+        enforce_eager=not args.compile,
+        **extra,
+    )
+    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]
+    outputs = llm.generate(prompts, params)
+    result = {
+        "platform": type(current_platform).__qualname__,
+        "tokens": [list(output.outputs[0].token_ids) for output in outputs],
+        "cached_tokens": [output.num_cached_tokens for output in outputs],
+        "num_blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks,
+        "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
+        "compilation_mode": llm.llm_engine.vllm_config.compilation_config.mode.name,
+        "device": llm.apply_model(_device_state)[0],
+    }
+    pathlib.Path(args.out).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Offline inference with vLLM on openreg (`make test-vllm`, docs/vllm.md), against Hugging Face's
+greedy `generate` on the CPU for the same weights: every generated token id equal, for a small
+Llama (grouped-query attention) and a small GPT-2, in batches that mix prefill and decode, with
+chunked prefill, with prefix caching and with torch.compile; the KV cache sized from the device's memory; vLLM's own
+error for a prompt longer than the model allows.
+
+Each vLLM run is a fresh interpreter (tests/vllm/offline_run.py): the device's capacity
+(OPENREG_DEVICE_MEMORY) and vLLM's engine are fixed per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import tiny_models
+
+HERE = pathlib.Path(__file__).resolve().parent
+MAX_TOKENS = 32
+
+
+def run_offline(model: pathlib.Path, out: pathlib.Path, *args: str, env: dict | None = None) -> dict:
+    """tests/vllm/offline_run.py in a fresh interpreter; its JSON result."""
+    result = subprocess.run(
+        [sys.executable, str(HERE / "offline_run.py"), str(model), str(out), *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"offline_run.py {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-8000:]}"
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def model(request, tmp_path_factory) -> tuple[pathlib.Path, list[list[int]]]:
+    """A model folder, and Hugging Face's greedy tokens on the CPU for every prompt."""
+    folder = tiny_models.build(request.param, tmp_path_factory.mktemp("vllm") / request.param)
+    return folder, tiny_models.hf_greedy(folder, tiny_models.PROMPTS, MAX_TOKENS)
+
+
+def _first_divergence(got: list[list[int]], want: list[list[int]]) -> str:
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        for step, (a, b) in enumerate(zip(g, w, strict=False)):
+            if a != b:
+                return f"prompt {index} ({tiny_models.PROMPTS[index]!r}), token {step}: vLLM {a}, HF {b}"
+    return "none"
+
+
+def test_one_batch_of_every_prompt_equals_hf_greedy_on_cpu(model, tmp_path):
+    """All ten prompts (1 to 85 tokens) in one batch: the first step prefills them together,
+    the next ones decode them together."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS))
+    assert result["platform"] == "OpenRegPlatform"
+    assert result["compilation_mode"] == "NONE"
+    assert result["device"]["parameter_devices"] == ["openreg"]
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_torch_compile_equals_hf(model, tmp_path):
+    """vLLM's torch.compile (VLLM_COMPILE: the model's graph cut at each attention call, the pieces
+    compiled by Inductor for openreg): the same tokens as HF."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--compile", env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
+    assert result["compilation_mode"] == "VLLM_COMPILE"
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_continuous_batching_mixes_prefill_and_decode_and_equals_hf(model, tmp_path):
+    """At most four sequences at once and a different length for each prompt: as one finishes,
+    the next prompt's prefill joins a step with the others' decodes. Each prompt's tokens are the
+    first tokens of HF's."""
+    folder, expected = model
+    lengths = [8, 32, 12, 20, 5, 32, 16, 9, 24, 13]
+    result = run_offline(
+        folder, tmp_path / "out.json", "--max-tokens", ",".join(map(str, lengths)), "--max-num-seqs", "4"
+    )
+    want = [tokens[:n] for tokens, n in zip(expected, lengths, strict=True)]
+    assert result["tokens"] == want, _first_divergence(result["tokens"], want)
+
+
+def test_chunked_prefill_equals_hf(model, tmp_path):
+    """32 tokens per step: the 85- and 47-token prompts are prefilled in chunks, each chunk's
+    queries attending to the chunks already in the cache."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--max-num-batched-tokens", "32", "--max-num-seqs", "4")
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_prefix_caching_reuses_blocks_and_equals_hf(model, tmp_path):
+    """Prompts sharing a long prefix, with prefix caching on: later prompts start from the cached
+    blocks of the first (their first query token is past position 0)."""
+    folder, _ = model
+    base = tiny_models.PROMPTS[5]
+    prompts = [base, base + " Then", base + " A block used on another stream", base]
+    prompts_file = tmp_path / "prompts.json"
+    prompts_file.write_text(json.dumps(prompts))
+    expected = tiny_models.hf_greedy(folder, prompts, 16)
+    result = run_offline(
+        folder, tmp_path / "out.json", "--prompts-json", str(prompts_file), "--max-tokens", "16",
+        "--prefix-caching", "--max-num-seqs", "1",
+    )  # fmt: skip
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+    # The 85-token prefix fills 5 blocks of 16: the first prompt computes them, the others find them.
+    assert result["cached_tokens"][0] == 0
+    assert all(cached >= 80 for cached in result["cached_tokens"][1:]), result["cached_tokens"]
+
+
+def test_kv_cache_blocks_follow_openreg_device_memory(tmp_path):
+    """vLLM sizes the cache from the device's capacity (OPENREG_DEVICE_MEMORY) times
+    gpu_memory_utilization, less what the model and the profiling run took: 256 MiB more of
+    device memory at utilization 0.5 is 128 MiB more of cache, to within a block."""
+    folder = tiny_models.build("llama", tmp_path / "llama")
+    runs = {}
+    for memory in ("512M", "768M"):
+        runs[memory] = run_offline(
+            folder, tmp_path / f"{memory}.json", "--max-tokens", "4", env={"OPENREG_DEVICE_MEMORY": memory}
+        )
+        assert runs[memory]["device"]["total_memory"] == int(memory[:-1]) << 20
+    config = tiny_models.transformers.AutoConfig.from_pretrained(folder)
+    head_size = config.hidden_size // config.num_attention_heads
+    # Keys and values, float32, every layer, for one block of tokens.
+    block_bytes = 2 * 4 * config.num_hidden_layers * config.num_key_value_heads * head_size * runs["512M"]["block_size"]
+    extra_blocks = runs["768M"]["num_blocks"] - runs["512M"]["num_blocks"]
+    assert abs(extra_blocks * block_bytes - (128 << 20)) <= block_bytes, (runs, block_bytes)
+
+
+def test_prompt_longer_than_the_model_gets_vllms_error(tmp_path):
+    folder = tiny_models.build("llama", tmp_path / "llama")
+    prompts_file = tmp_path / "prompts.json"
+    prompts_file.write_text(json.dumps(["stream " * 300]))
+    with pytest.raises(AssertionError) as failure:
+        run_offline(folder, tmp_path / "out.json", "--prompts-json", str(prompts_file), "--max-tokens", "4")
+    message = str(failure.value)
+    assert "VLLMValidationError: This model's maximum context length is 256 tokens" in message, message[-3000:]
+
+
+def test_cache_smaller_than_one_sequence_gets_vllms_error(tmp_path):
+    """A KV cache of 8 blocks of 16 tokens cannot hold one 256-token sequence: vLLM refuses at
+    start-up and names the longest sequence that would fit, 7 blocks (vLLM keeps block 0 as its
+    null block) of 16 tokens."""
+    folder = tiny_models.build("llama", tmp_path / "llama")
+    config = tiny_models.transformers.AutoConfig.from_pretrained(folder)
+    head_size = config.hidden_size // config.num_attention_heads
+    token_bytes = 2 * 4 * config.num_hidden_layers * config.num_key_value_heads * head_size
+    with pytest.raises(AssertionError) as failure:
+        run_offline(folder, tmp_path / "out.json", "--kv-cache-memory-bytes", str(128 * token_bytes))
+    message = str(failure.value)
+    assert "To serve at least one request with the model's max seq len (256)" in message, message[-3000:]
+    assert "the estimated maximum model length is 112" in message, message[-3000:]

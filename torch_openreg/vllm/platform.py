@@ -1,0 +1,225 @@
+"""`OpenRegPlatform`: vLLM's `Platform` for the openreg device (vllm/platforms/interface.py).
+
+vLLM asks its platform everything device-specific: which device type and dispatch key its custom
+operators register under, which worker class runs the model, which attention backend each layer
+uses, how much memory a device has, which features (graphs, compile, async scheduling) may stay on.
+vLLM builds this class once per process from the qualified name that the `vllm.platform_plugins`
+entry point returns (`torch_openreg_autoload.vllm_platform`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import torch
+from vllm.platforms.interface import Platform, PlatformEnum
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+logger = logging.getLogger(__name__)
+
+_DEVICE = "openreg"
+
+# Note [vLLM's model runner on openreg]
+# vLLM picks its Triton model runner (v2) whenever Triton imports, as it does beside the CUDA build
+# of torch, and that runner's kernels are CUDA's. The device-generic runner (v1, GPUModelRunner) is
+# the one that runs on openreg. vLLM reads the choice from VLLM_USE_V2_MODEL_RUNNER while it builds
+# its configuration, after it has resolved the platform (this import), so the default is set here;
+# the processes vLLM starts inherit it. A user's explicit 1 stays, and check_and_update_config
+# refuses it with the reason.
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+
+
+def _disable(reason: str) -> None:
+    """One log line per feature the platform turns off, with the reason (docs/vllm.md)."""
+    logger.warning("openreg: %s", reason)
+
+
+# [marker: vllm-platform]
+class OpenRegPlatform(Platform):
+    """The openreg device as a vLLM platform: device `openreg`, dispatch key PrivateUse1 (where
+    vLLM registers its own custom operators, such as `vllm::unified_attention_with_output`),
+    worker `torch_openreg.vllm.worker.OpenRegWorker`, attention backend
+    `torch_openreg.vllm.attention.OpenRegAttentionBackend`, collectives on occl."""
+
+    _enum = PlatformEnum.OOT
+    device_name = _DEVICE
+    device_type = _DEVICE
+    dispatch_key = "PrivateUse1"
+    dist_backend = "occl"  # torch.distributed's backend for openreg tensors (docs/distributed.md)
+    # device_control_env_var keeps vLLM's placeholder: vLLM sets that variable to give each
+    # data-parallel engine its devices, and the openreg runtime has no variable that hides devices
+    # (docs/ecosystem.md), so data parallelism is refused (check_and_update_config).
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        # Every operator runs the CPU's kernel, so the CPU's dtypes; float32 first because it is
+        # the one whose results equal the CPU's reference models (and the dtype the tests use).
+        return [torch.float32, torch.bfloat16, torch.float16]
+
+    # -- devices and memory ---------------------------------------------------------------------
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.openreg.get_device_name(device_id)
+
+    @classmethod
+    def get_device_uuid(cls, device_id: int = 0) -> str:
+        return f"{_DEVICE}-{device_id}"
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        # The device's capacity, OPENREG_DEVICE_MEMORY (docs/memory.md).
+        return torch.openreg.mem_get_info(device_id)[1]
+
+    @classmethod
+    def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        torch.openreg.empty_cache()
+        torch.openreg.reset_peak_memory_stats(device)
+        return torch.openreg.max_memory_allocated(device)
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.openreg.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.openreg.manual_seed_all(seed)
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"openreg runs vLLM models in float32, bfloat16 or float16, not {dtype}")
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return True  # openreg's host allocator pins (docs/memory.md); vLLM stages inputs there
+
+    # -- what runs the model --------------------------------------------------------------------
+    @classmethod
+    def get_attn_backend_cls(
+        cls,
+        selected_backend: AttentionBackendEnum | None,
+        attn_selector_config: AttentionSelectorConfig,
+        num_heads: int | None = None,
+    ) -> str:
+        from .attention import OpenRegAttentionBackend
+
+        config = attn_selector_config
+        unsupported = {
+            "multi-head latent attention (MLA)": config.use_mla,
+            "sparse attention": config.use_sparse,
+            "attention sinks": config.has_sink,
+            "sliding windows": config.has_sliding_window,
+        }
+        for feature, asked in unsupported.items():
+            if asked:
+                raise NotImplementedError(f"openreg's attention backend does not support {feature}")
+        if not OpenRegAttentionBackend.supports_attn_type(config.attn_type):
+            raise NotImplementedError(f"openreg's attention backend does not support {config.attn_type} attention")
+        if selected_backend is not None:
+            logger.info("openreg: attention backend %s is not available; using OPENREG_ATTN", selected_backend)
+        return f"{OpenRegAttentionBackend.__module__}.{OpenRegAttentionBackend.__qualname__}"
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        # vLLM's compiled operators (vllm._C) are CUDA kernels: nothing on openreg's path calls
+        # them, and custom operators take their PyTorch form (forward_oot is forward_native).
+        return
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        from vllm.triton_utils.dispatcher import register_kernels
+
+        from .kernels import OVERRIDES
+
+        register_kernels(OVERRIDES)
+
+    @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        # No graph wrapper on torch.openreg.Graph yet (docs/vllm.md, "Features"); with False, vLLM
+        # sets cudagraph_mode to NONE itself, and check_and_update_config logs why.
+        return False
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        # Attention as vLLM's custom operator (vllm::unified_attention_with_output), opaque to
+        # Dynamo: the compiled model splits its graph there, and the attention metadata, built per
+        # step on the host, is never traced into a compiled piece.
+        return True
+
+    @classmethod
+    def get_pass_manager_cls(cls) -> str:
+        return "torch_openreg.vllm.compile.OpenRegPassManager"
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        # vLLM's base communicator runs torch.distributed collectives on the group's backend,
+        # which is occl for openreg tensors: nothing device-specific is left to write.
+        return "vllm.distributed.device_communicators.base_device_communicator.DeviceCommunicatorBase"
+
+    # [marker: vllm-config]
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        """Worker class, model runner, scheduling and compilation choices for openreg; each feature
+        turned off is logged with its reason."""
+        from vllm.config import CompilationMode, CUDAGraphMode
+
+        parallel = vllm_config.parallel_config
+        if parallel.worker_cls == "auto":
+            parallel.worker_cls = "torch_openreg.vllm.worker.OpenRegWorker"
+        if parallel.world_size > 1:
+            raise NotImplementedError(
+                "openreg: tensor and pipeline parallelism are not supported yet: occl's gather and "
+                "all_gather_into_tensor fail on tensors made under torch.inference_mode, as vLLM's "
+                f"are (docs/vllm.md); got world size {parallel.world_size}"
+            )
+        if parallel.data_parallel_size > 1:
+            raise NotImplementedError(
+                "openreg: data parallelism needs a variable that hides devices from each engine, "
+                "and the openreg runtime has none"
+            )
+
+        scheduler = vllm_config.scheduler_config
+        if scheduler.async_scheduling:
+            _disable(
+                "async scheduling disabled: vLLM's model runner overlaps steps with torch.cuda "
+                "streams and events by name (gpu_model_runner.py), which do not exist here"
+            )
+            scheduler.async_scheduling = False
+
+        compilation = vllm_config.compilation_config
+        model = vllm_config.model_config
+        if model is not None and not model.enforce_eager:
+            _disable(
+                "graphs disabled: openreg has no static graph wrapper for vLLM yet "
+                "(support_static_graph_mode is False), and its attention backend builds per-step "
+                "metadata whose shapes a replayed graph could not take; see docs/vllm.md"
+            )
+        compilation.cudagraph_mode = CUDAGraphMode.NONE
+        compilation.cudagraph_capture_sizes = []
+        compilation.max_cudagraph_capture_size = 0
+        if compilation.compile_sizes is None:
+            compilation.compile_sizes = []
+        if compilation.mode not in (CompilationMode.NONE, CompilationMode.VLLM_COMPILE):
+            _disable(
+                f"torch.compile mode {compilation.mode.name} replaced by VLLM_COMPILE, the mode "
+                "tested on openreg (Inductor compiles the pieces between attention calls)"
+            )
+            compilation.mode = CompilationMode.VLLM_COMPILE
+        if compilation.mode == CompilationMode.VLLM_COMPILE:
+            compilation.backend = "inductor"  # openreg's Inductor registration (docs/compile.md)
+
+        # vLLM's JIT warm-up compiles the Triton kernels its runner will launch; on openreg those
+        # are replaced by PyTorch operators (kernels.py), which have nothing to compile.
+        vllm_config.kernel_config.enable_jit_warmup = False
+
+        if vllm_config.use_v2_model_runner:
+            raise NotImplementedError(
+                "openreg runs vLLM's v1 model runner; the v2 runner's Triton kernels are CUDA's "
+                "(unset VLLM_USE_V2_MODEL_RUNNER)"
+            )
