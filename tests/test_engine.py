@@ -941,3 +941,25 @@ def test_mode_with_out_runs_where_its_composite_refuses_the_device():
         torch.mode(x, 1, out=(values, indices))
         results.append((values.cpu(), indices.cpu()))
     assert all(torch.equal(c, d) for c, d in zip(*results, strict=True))
+
+
+def test_a_meta_kernels_own_refusal_leaves_the_operator_asynchronous():
+    # torch 2.14's Meta kernel of neg refuses a bool tensor with a NotImplementedError, the
+    # dispatcher's type for a missing Meta kernel: the refusal is the call's (raised at the call,
+    # in the CPU's words), and neg keeps its asynchronous path (csrc/aten/engine/MetaKernel.cpp).
+    with pytest.raises(type(cpu_error := _raised(lambda: -torch.tensor([True])))) as info:
+        -torch.tensor([True], device="openreg")
+    assert str(cpu_error).split("\n")[0] in str(info.value)
+    x = torch.randn(4, 3)
+    with openreg.count_paths() as paths:
+        got = -x.to("openreg")
+    assert torch.equal(got.cpu(), -x)
+    assert paths["async"] >= 1 and paths["sync"] == 0, paths
+
+
+def _raised(call):
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - the CPU's answer, whatever it is
+        return error
+    raise AssertionError("the CPU accepted the call")

@@ -85,7 +85,9 @@ TEST(OpenMpThreads, AnIdleWorkerEndsItsHelpers) {
 }
 
 // The host's helper goes while the host is blocked on the device for longer than the release time,
-// before the wait returns; a wait that does not block keeps it.
+// before the wait returns; a wait that does not block keeps it. The device works 200 ms, far past
+// the 1 ms release time, so that a host thread the machine's load keeps off a core still sleeps
+// long enough (30 ms failed under a load average of 7).
 TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
   SKIP_UNDER_TSAN();
   EXPECT_EXIT(
@@ -96,14 +98,14 @@ TEST(OpenMpThreads, AHostBlockedOnTheDeviceEndsItsHelpers) {
         if (orStreamSynchronize(nullptr) != orSuccess) std::exit(4);  // nothing to wait for
         const int afterShortWait = threadCount();
         // The helper is (re)made after each launch, so that only the wait can end it.
-        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(5);
+        if (openreg::launch(nullptr, [] { sleepMs(200); }) != orSuccess) std::exit(5);
         if (parallelRegion() != 2) std::exit(6);
         const int beforeLongWait = threadCount();
         if (orStreamSynchronize(nullptr) != orSuccess) std::exit(7);
         const int afterLongWait = threadCount();
         orEvent_t event = nullptr;
         if (orEventCreate(&event) != orSuccess) std::exit(8);
-        if (openreg::launch(nullptr, [] { sleepMs(30); }) != orSuccess) std::exit(9);
+        if (openreg::launch(nullptr, [] { sleepMs(200); }) != orSuccess) std::exit(9);
         if (orEventRecord(event, nullptr) != orSuccess || parallelRegion() != 2) std::exit(10);
         const int beforeEventWait = threadCount();
         if (orEventSynchronize(event) != orSuccess) std::exit(11);

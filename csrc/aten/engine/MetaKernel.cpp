@@ -58,6 +58,13 @@ void restrideResizedPointwiseOut(const c10::FunctionSchema& schema,
   shape->strides.assign(out.strides().begin(), out.strides().end());
 }
 
+// The dispatcher's words for an operator without a Meta kernel: OperatorEntry's missing kernel,
+// and ATen's Meta fallback (MetaFallbackKernel.cpp).
+bool noMetaKernel(std::string_view message) {
+  return message.rfind("Could not run '", 0) == 0 ||
+         message.find("attempted to run this operator with Meta tensors") != std::string_view::npos;
+}
+
 }  // namespace
 
 void recordResults(const c10::FunctionSchema& schema, const torch::jit::Stack& results,
@@ -107,18 +114,28 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   countMetaCall();
   try {
     op.callBoxed(&meta);
-  } catch (const c10::NotImplementedError&) {
-    traits.metaWorks = 0;  // no Meta kernel at all: remember for the operator
-    return nullptr;
+  } catch (const c10::NotImplementedError& e) {
+    // The dispatcher's refusal of an operator with no Meta kernel at all: remembered for the
+    // operator. A NotImplementedError the Meta kernel raises itself (torch 2.14's neg of a bool
+    // tensor) is this call's refusal, as any other error below.
+    if (noMetaKernel(e.what_without_backtrace())) {
+      traits.metaWorks = 0;
+      return nullptr;
+    }
+    raiseCpuErrorAtCall(op, args, device);
+    answer->declined = true;
+    return answer;
   } catch (const std::exception& e) {
     // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
-    // nonzero, boolean indexing) raises Python's NotImplementedError. Remembered per signature
-    // only: the operator may answer for other inputs (index with integer indices).
+    // nonzero, boolean indexing) raises Python's NotImplementedError: the decline is remembered
+    // per signature only, as the operator may answer for other inputs (index with integer
+    // indices). But a Python NotImplementedError may also be the call's refusal (torch 2.14's neg
+    // of a bool tensor), and any other error is the call's own or the Meta kernel's limit: the
+    // CPU kernel decides, at the call (Note [Meta errors at the call] in CallChecks.h), and a
+    // refused call is never remembered.
     answer->declined = true;
     answer->remember = std::string_view(e.what()).rfind("NotImplementedError", 0) == 0;
-    // Any other error is the call's own or the Meta kernel's limit: the CPU kernel decides, at
-    // the call (Note [Meta errors at the call] in CallChecks.h). Not remembered.
-    if (!answer->remember) raiseCpuErrorAtCall(op, args, device);
+    raiseCpuErrorAtCall(op, args, device);
     return answer;
   }
   traits.metaWorks = 1;
