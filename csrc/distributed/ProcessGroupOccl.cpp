@@ -1,6 +1,7 @@
 #include "distributed/ProcessGroupOccl.h"
 
 #include <ATen/ops/div.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -26,7 +27,11 @@ class Collective {
     if (!t.defined()) return t;
     check(t.device());
     originals_.push_back(t);
-    return t.is_cpu() ? t : kernelAlias(t);
+    if (t.is_cpu()) return t;
+    // A normal tensor even under torch.inference_mode(): Gloo writes the alias in place on its
+    // own threads, where inference mode is off and an inference tensor refuses in-place updates.
+    c10::InferenceMode normal(false);
+    return kernelAlias(t);
   }
   std::vector<at::Tensor> alias(const std::vector<at::Tensor>& ts) {
     std::vector<at::Tensor> out;

@@ -174,9 +174,9 @@ class OpenRegPlatform(Platform):
             parallel.worker_cls = "torch_openreg.vllm.worker.OpenRegWorker"
         if parallel.world_size > 1:
             raise NotImplementedError(
-                "openreg: tensor and pipeline parallelism are not supported yet: occl's gather and "
-                "all_gather_into_tensor fail on tensors made under torch.inference_mode, as vLLM's "
-                f"are (docs/vllm.md); got world size {parallel.world_size}"
+                "openreg: tensor and pipeline parallelism are not supported yet: they have not been "
+                "run with vLLM on openreg (docs/vllm.md); got world size "
+                f"{parallel.world_size}"
             )
         if parallel.data_parallel_size > 1:
             raise NotImplementedError(
