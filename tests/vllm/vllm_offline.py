@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiny_models
@@ -64,13 +65,35 @@ def test_one_batch_of_every_prompt_equals_hf_greedy_on_cpu(model, tmp_path):
     assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
 
 
+# Inductor's fused kernels round differently from eager ones, so a compiled run may pick the other
+# of two tokens whose logits are equal to within rounding. Such a divergence is accepted only there:
+# HF's logits at that step, on the CPU, must have the two tokens within NEAR_TIE of each other.
+NEAR_TIE = 1e-4
+
+
+def _assert_equal_up_to_near_ties(folder, got: list[list[int]], want: list[list[int]]) -> None:
+    tokenizer, hf = tiny_models.hf_model(folder)
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        step = next((k for k, (a, b) in enumerate(zip(g, w, strict=False)) if a != b), None)
+        if step is None:
+            assert len(g) == len(w), f"prompt {index}: {len(g)} tokens, HF {len(w)}"
+            continue
+        ids = tokenizer(tiny_models.PROMPTS[index]).input_ids + w[:step]
+        with torch.inference_mode():
+            logits = hf(torch.tensor([ids])).logits[0, -1].float()
+        gap = (logits[w[step]] - logits[g[step]]).abs().item()
+        assert gap <= NEAR_TIE * max(1.0, logits.abs().max().item()), (
+            f"{_first_divergence(got, want)}: not a near-tie, HF's logits differ by {gap}"
+        )
+
+
 def test_torch_compile_equals_hf(model, tmp_path):
     """vLLM's torch.compile (VLLM_COMPILE: the model's graph cut at each attention call, the pieces
-    compiled by Inductor for openreg): the same tokens as HF."""
+    compiled by Inductor for openreg): the same tokens as HF, up to the first near-tie (above)."""
     folder, expected = model
     result = run_offline(folder, tmp_path / "out.json", "--compile", env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
     assert result["compilation_mode"] == "VLLM_COMPILE"
-    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+    _assert_equal_up_to_near_ties(folder, result["tokens"], expected)
 
 
 def test_continuous_batching_mixes_prefill_and_decode_and_equals_hf(model, tmp_path):
