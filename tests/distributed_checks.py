@@ -165,25 +165,12 @@ def check_gather_scatter(rank, ws):
 
 def check_collectives_under_inference_mode(rank, ws):
     # vLLM gathers under torch.inference_mode(): the tensors are inference tensors, and Gloo writes
-    # occl's aliases of them on its own threads, where inference mode is off.
+    # occl's aliases of them on its own threads, where inference mode is off. The same checks as
+    # above, each against Gloo on CPU tensors.
     with torch.inference_mode():
-        c = data(rank, 4)
-        o = c.to(dev(rank))
-        cout, oout = torch.empty(4 * ws), torch.empty(4 * ws, device=dev(rank))
-        dist.all_gather_into_tensor(cout, c)
-        dist.all_gather_into_tensor(oout, o)
-        same(oout, cout, rank, "all_gather_into_tensor under inference mode")
-        cl = [torch.empty(4) for _ in range(ws)] if rank == 0 else None
-        ol = [torch.empty(4, device=dev(rank)) for _ in range(ws)] if rank == 0 else None
-        dist.gather(c, cl, dst=0)
-        dist.gather(o, ol, dst=0)
-        if rank == 0:
-            for i in range(ws):
-                same(ol[i], cl[i], rank, f"gather [{i}] under inference mode")
-        cr, orr = c.clone(), o.clone()
-        dist.all_reduce(cr, op=dist.ReduceOp.AVG)
-        dist.all_reduce(orr, op=dist.ReduceOp.AVG)
-        same(orr, cr, rank, "all_reduce AVG under inference mode")
+        check_all_gather_forms(rank, ws)
+        check_gather_scatter(rank, ws)
+        check_all_reduce_avg(rank, ws)
 
 
 def check_point_to_point(rank, ws):

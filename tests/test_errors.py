@@ -116,6 +116,8 @@ SHAPE_ERRORS = {
     "mm": (torch.mm, lambda: (torch.ones(2, 3), torch.ones(4, 5))),
     "cat": (lambda a, b: torch.cat([a, b]), lambda: (torch.ones(2, 3), torch.ones(2, 4))),
     "index_select dim": (lambda a, b: a.index_select(5, b), lambda: (torch.ones(2, 3), torch.tensor([0]))),
+    # Past 64 KiB the stand-ins are zero pages (mapped, never written), not zero-filled copies.
+    "add, 8 MiB": (lambda a, b: a + b, lambda: (torch.ones(1 << 21), torch.ones(3))),
 }
 
 
