@@ -3,7 +3,8 @@
 # already installed are not touched, and nothing is downloaded when nothing is missing.
 set -euo pipefail
 
-APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3 python3-venv python3-dev)
+APT_PACKAGES=(cmake make g++ ccache googletest libgtest-dev clang-format python3 python3-venv python3-dev
+              valgrind)  # valgrind: the speed guard counts instructions under callgrind (tests/speed_guard.py)
 # `scripts/setup.sh abi` (make test-abi): also clang and LLVM's C++ standard library, to build
 # libopenreg with another compiler and standard library than the PyTorch layer (docs/runtime.md,
 # "The C ABI"). `make test` does not need them.

@@ -64,6 +64,13 @@ orError_t orDeviceSynchronize(void) {
   return synchronizeDevice(device(currentDevice()));
 }
 
+orError_t orGetSynchronizationCount(uint64_t* count) {
+  OR_ENTER();
+  OR_REQUIRE_NOT_NULL(count);
+  *count = synchronizationCount();
+  return orSuccess;
+}
+
 orError_t orMemGetInfo(size_t* free, size_t* total) {
   OR_ENTER();
   OR_REQUIRE_NOT_NULL(free);

@@ -54,6 +54,7 @@ bool EventRecord::parkIfPending(const std::shared_ptr<Stream>& stream) {
 }
 
 void EventRecord::wait(const WaitPolicy& policy) {
+  countSynchronization();
   if (spinUntil(policy.spinMicros, [this] { return done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   sleepUntil(lock, cv_, policy, [this] { return done(); });

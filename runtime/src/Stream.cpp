@@ -32,7 +32,7 @@ std::uint64_t Stream::enqueue(StreamOp&& op) {
   // completed in between), and the difference would wrap round to a wait without end.
   const std::uint64_t completed = completed_.load(std::memory_order_acquire);
   const std::uint64_t submitted = submitted_.load(std::memory_order_acquire);
-  if (submitted >= completed + depth && !onDeviceWorker()) waitFor(submitted - depth + 1);
+  if (submitted >= completed + depth && !onDeviceWorker()) waitUntil(submitted - depth + 1);
   bool wake = false;
   std::uint64_t ticket;
   {
@@ -242,7 +242,24 @@ void Stream::markCompleted() {
 }
 
 // [marker: stream-wait]
+namespace {
+std::atomic<std::uint64_t> gSynchronizations{0};
+}  // namespace
+
+void countSynchronization() {
+  gSynchronizations.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t synchronizationCount() {
+  return gSynchronizations.load(std::memory_order_relaxed);
+}
+
 void Stream::waitFor(std::uint64_t ticket) {
+  countSynchronization();
+  waitUntil(ticket);
+}
+
+void Stream::waitUntil(std::uint64_t ticket) {
   const auto reached = [&] { return completed_.load(std::memory_order_acquire) >= ticket; };
   if (spinUntil(limits_.wait.spinMicros, reached)) return;
   std::unique_lock<std::mutex> lock(syncMutex_);

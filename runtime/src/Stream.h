@@ -60,6 +60,11 @@ struct StreamLimits {
   WaitPolicy wait;        // how the worker waits for work and the host for the stream (Spin.h)
 };
 
+// A host thread's wait for device work (Stream::waitFor, EventRecord::wait), counted for
+// orGetSynchronizationCount.
+void countSynchronization();
+std::uint64_t synchronizationCount();
+
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits);
@@ -86,7 +91,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
   std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
   std::uint64_t completedCount() const { return completed_.load(std::memory_order_acquire); }
-  // Blocks until the op with `ticket` (and all before it) has completed.
+  // Blocks until the op with `ticket` (and all before it) has completed: a synchronization of the
+  // host with the stream, counted (orGetSynchronizationCount).
   void waitFor(std::uint64_t ticket);
   // Moves a pending task error into the calling thread's last-error message: returns
   // orErrorLaunchFailure if there was one, else orSuccess. See Note [Task errors].
@@ -108,6 +114,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void runTask(Task& task, FailureRef* outcome);
 
  private:
+  // waitFor without counting: a full queue's wait in enqueue (Note [Bounded queues]) is not a
+  // synchronization the program asked for.
+  void waitUntil(std::uint64_t ticket);
   // Worker: spins briefly for new work on this stream; false if none came or others are ready.
   bool awaitMoreWork();
   void markCompleted();

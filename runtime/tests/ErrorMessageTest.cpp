@@ -38,6 +38,8 @@ TEST(ErrorMessage, EveryEarlyReturnNamesTheCallAndTheParameter) {
       {"orGetDeviceProperties", "prop", orErrorInvalidValue,
        [] { return orGetDeviceProperties(nullptr, 0); }},
       {"orMemGetInfo", "free", orErrorInvalidValue, [&] { return orMemGetInfo(nullptr, &size); }},
+      {"orGetSynchronizationCount", "count", orErrorInvalidValue,
+       [] { return orGetSynchronizationCount(nullptr); }},
       {"orMemGetInfo", "total", orErrorInvalidValue, [&] { return orMemGetInfo(&size, nullptr); }},
       {"orDeviceGetDefaultStream", "stream", orErrorInvalidValue,
        [] { return orDeviceGetDefaultStream(0, nullptr); }},

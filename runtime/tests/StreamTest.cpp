@@ -28,6 +28,35 @@ TEST(Stream, LaunchReturnsBeforeTheTaskRuns) {
   OR_OK(orStreamDestroy(s));
 }
 
+uint64_t synchronizations() {
+  uint64_t count = 0;
+  EXPECT_EQ(orGetSynchronizationCount(&count), orSuccess);
+  return count;
+}
+
+// Launches are not synchronizations; each wait of the host is one, whatever it waits for.
+TEST(Stream, EveryHostWaitIsCountedAndNoLaunch) {
+  orStream_t s;
+  OR_OK(orStreamCreate(&s));
+  orEvent_t e;
+  OR_OK(orEventCreate(&e));
+  uint64_t before = synchronizations();
+  for (int i = 0; i < 100; ++i) OR_OK(openreg::launch(s, [] {}));
+  OR_OK(orEventRecord(e, s));
+  EXPECT_EQ(synchronizations() - before, 0u);
+  OR_OK(orStreamSynchronize(s));
+  EXPECT_EQ(synchronizations() - before, 1u);
+  OR_OK(orEventSynchronize(e));
+  EXPECT_EQ(synchronizations() - before, 2u);
+  OR_OK(openreg::launchAndWait(s, [] {}));
+  EXPECT_EQ(synchronizations() - before, 3u);
+  before = synchronizations();
+  OR_OK(orDeviceSynchronize());
+  EXPECT_GE(synchronizations() - before, 2u);  // one per live stream: the default one and s
+  OR_OK(orEventDestroy(e));
+  OR_OK(orStreamDestroy(s));
+}
+
 TEST(Stream, TasksRunInLaunchOrder) {
   orStream_t s;
   OR_OK(orStreamCreate(&s));

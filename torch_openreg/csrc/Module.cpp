@@ -69,6 +69,8 @@ py::dict toDict(const openreg::engine::PathCounts& counts) {
   }
   d["copied_bytes"] = counts.copiedBytes;
   d["meta_calls"] = counts.metaCalls;
+  d["check_kernels"] = counts.checkKernels;
+  d["synchronizations"] = counts.synchronizations;
   return d;
 }
 

@@ -23,9 +23,11 @@ _POLICIES = {"allow": 0, "warn": 1, "error": 2}
 
 
 def path_counts() -> dict[str, int]:
-    """Calls per path since the process started, bytes copied by the copying fallback, and Meta
+    """Calls per path since the process started, bytes copied by the copying fallback, Meta
     kernel runs (`meta_calls`: the asynchronous path runs one only for a call signature it has not
-    seen before)."""
+    seen before), CPU kernels run on the host to check a call (`check_kernels`: once per call
+    signature at most), and the host's waits for the device (`synchronizations`). A steady
+    training step counts none of the last three (docs/performance.md)."""
     return dict(_C._path_counts())
 
 

@@ -17,6 +17,7 @@
 #include "aten/engine/AsyncPath.h"
 #include "aten/engine/AsyncTask.h"
 #include "aten/engine/CallDevice.h"
+#include "aten/engine/Ledger.h"
 #include "aten/engine/MetaKernel.h"
 #include "aten/engine/ShapeCache.h"
 #include "aten/engine/SyncPath.h"
@@ -53,6 +54,7 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
     return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
   });
   at::AutoDispatchBelowADInplaceOrView guard;
+  countCheckKernel();
   runCpuKernelNamingDevice(op, &s, device);
 }
 
@@ -94,7 +96,7 @@ std::shared_ptr<const MetaAnswer> inPlaceAnswer() {
 // Returns false (and changes nothing) when there are no shapes ahead: no Meta kernel, or one that
 // declines these inputs.
 bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-              c10::Device device) {
+              c10::Device device, const Signature* signature, const KnownCall& known) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
   const c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, nArgs);
@@ -111,9 +113,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     answer = inPlaceAnswer();
   } else {
     // [marker: engine-async-signature]
-    Signature signature;
-    const bool keyed = signature.build(args, traits.kindOnlyArguments);
-    answer = keyed ? traits.shapes.find(signature) : nullptr;
+    answer = known.answer;  // looked up by runOnEngine, with the call checks
     remembered = answer != nullptr;
     if (!answer) {
       if (traits.shapesFromCpu) return false;  // learned on the synchronizing path, not asked
@@ -121,8 +121,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
       if (!answer && traits.inPlaceOnly) answer = inPlaceAnswer();
       if (!answer) return false;
       if (!answer->declined && traits.generatorIndex < 0) checkEmptyOnCpu(op, args, device);
-      if (keyed && answer->remember && traits.metaWorks != 0)
-        traits.shapes.insert(std::move(signature), answer);
+      if (signature != nullptr && traits.metaWorks != 0) traits.shapes.remember(*signature, answer);
     }
   }
   if (answer->declined) return false;

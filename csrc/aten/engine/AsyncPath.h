@@ -10,8 +10,9 @@
 
 namespace openreg::engine {
 
-// Returns false, changing nothing, when there are no shapes ahead for this call.
+// Returns false, changing nothing, when there are no shapes ahead for this call. `signature` is
+// the call's (null: it cannot be keyed), `known` what the operator's ShapeCache holds for it.
 bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-              c10::Device device);
+              c10::Device device, const Signature* signature, const KnownCall& known);
 
 }  // namespace openreg::engine

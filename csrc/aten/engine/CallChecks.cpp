@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "aten/engine/Arguments.h"
+#include "aten/engine/Ledger.h"
 #include "aten/engine/SyncPath.h"
 
 namespace openreg::engine {
@@ -147,8 +148,23 @@ void runOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arg
   std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
   if (!keepWarnings) quiet.emplace(&drop);
   at::AutoDispatchBelowADInplaceOrView guard;
+  countCheckKernel();
   runCpuKernelNamingDevice(op, &s, device);
 }
+
+// Passes every warning on, and notes that there was one.
+class NoteWarnings : public c10::WarningHandler {
+ public:
+  NoteWarnings() : next_(c10::WarningUtils::get_warning_handler()) {}
+  void process(const c10::Warning& warning) override {
+    warned = true;
+    next_->process(warning);
+  }
+  bool warned = false;
+
+ private:
+  c10::WarningHandler* next_;
+};
 
 // The in-place random operators: the CPU kernel's bounds checks and warnings, given at the call.
 void randomOnStandIn(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
@@ -507,6 +523,18 @@ void raiseCpuErrorAtCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValu
   runOnStandIns(op, args, device, /*keepWarnings=*/false, &zeroPagesStandIn);
 }
 
+void runCallChecks(const CallChecks& checks, ShapeCache& known, const Signature* signature,
+                   const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                   c10::Device device) {
+  if (checks.checks.empty()) return;
+  NoteWarnings noted;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&noted);
+    for (CallCheck check : checks.checks) check(op, args, device);
+  }
+  if (signature != nullptr && !noted.warned) known.rememberChecked(*signature);
+}
+
 CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   const std::string_view op = schema.name();
   const std::string_view overload = schema.overload_name();
@@ -568,8 +596,10 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
     add(&askCpuIf<&negativeSlopeOnResult>, false);
   // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.
   if (std::find(kRandomInPlace.begin(), kRandomInPlace.end(), op) != kRandomInPlace.end() &&
-      !(op == "aten::bernoulli_" && overload != "float"))
+      !(op == "aten::bernoulli_" && overload != "float")) {
     add(&randomOnStandIn, true);
+    checks.readValues = true;
+  }
   return checks;
 }
 

@@ -52,6 +52,8 @@
 
 #include <vector>
 
+#include "aten/engine/ShapeCache.h"
+
 namespace openreg::engine {
 
 using CallCheck = void (*)(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
@@ -60,8 +62,33 @@ using CallCheck = void (*)(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
 struct CallChecks {
   std::vector<CallCheck> checks;  // in order
   bool warn = false;  // the checks give the CPU kernel's warnings: the task's repeats are dropped
+  // The checks read Scalar values (the random operators' bounds): the operator's signatures key
+  // them (Note [Call checks are remembered]).
+  bool readValues = false;
 };
 CallChecks callChecksFor(const c10::FunctionSchema& schema);
+
+// [marker: engine-call-checks-remembered]
+// Note [Call checks are remembered]
+// A call check is a function of what the call's Signature holds (ShapeCache.h): sizes, strides,
+// offsets, dtypes, the kinds of Scalars, the tensors sharing storage with a written one, the
+// deterministic mode. So the checks run once per signature, and a signature they passed without
+// an error or a warning is remembered in the operator's ShapeCache beside its Meta answer: a
+// later call with it pays the one lookup the asynchronous path makes anyway, and no check. A
+// signature that raised is not remembered (the call raises again); one that warned is not either
+// (the CPU warns on every call, and so does openreg). Two consequences:
+//  - the checks that run the CPU kernel on stand-ins (the in-place random operators, an out=
+//    sharing memory with an input, as mul_(Scalar) passes itself to mul.out) run once per
+//    signature: a steady loop runs no kernel on the host (the ledger's check_kernels counts each);
+//  - a check that depends on a Scalar's value needs that value keyed: the random operators' bounds
+//    (uniform_'s from <= to, normal_'s std >= 0) are values, so those operators key their Scalars'
+//    values (CallChecks::readValues). For every other operator a refusal that depends on a Scalar's
+//    value alone, met once the signature passed with another value, is raised in the task, as
+//    Note [Scalar values are not keyed] in ShapeCache.h says of the Meta kernel's.
+// `signature` null: the call cannot be keyed, and every check runs.
+void runCallChecks(const CallChecks& checks, ShapeCache& known, const Signature* signature,
+                   const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                   c10::Device device);
 
 // Note [Meta errors at the call]
 // The Meta kernel refused a call. Either the call is wrong (a shape, dtype or device error) or the

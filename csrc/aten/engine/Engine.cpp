@@ -71,7 +71,14 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
   const auto args = torch::jit::last(*stack, op.schema().arguments().size());
   const c10::Device device = findDevice(op, args);
-  for (CallCheck check : traits.callChecks.checks) check(op, args, device);  // Note [Call checks]
+  // What the engine knows of this call's signature: whether the checks passed, the Meta answer.
+  // [marker: engine-call-signature]
+  Signature signature;
+  const Signature* key =
+      signature.build(args, traits.kindOnlyArguments, traits.writtenTensors) ? &signature : nullptr;
+  const KnownCall known = key != nullptr ? traits.shapes.find(*key) : KnownCall{};
+  if (!known.checked)  // Note [Call checks are remembered] in CallChecks.h
+    runCallChecks(traits.callChecks, traits.shapes, key, op, args, device);
   TORCH_CHECK_NOT_IMPLEMENTED(
       traits.cpuKernel, "openreg: ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
@@ -86,11 +93,12 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // native call of its own (Note [Counting native calls] in Ledger.h).
   ServedCall serving;
   if (!traits.hostResult && !traits.callingThread &&
-      (traits.metaWorks != 0 || traits.inPlaceOnly) && runAsync(op, traits, stack, device)) {
+      (traits.metaWorks != 0 || traits.inPlaceOnly) &&
+      runAsync(op, traits, stack, device, key, known)) {
     count(Path::Async);
     return;
   }
-  runSync(op, traits, stack, device);
+  runSync(op, traits, stack, device, key);
   count(Path::Sync);
 }
 

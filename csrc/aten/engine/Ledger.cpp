@@ -5,6 +5,7 @@
 #include <atomic>
 #include <string>
 
+#include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Hooks.h"
 
@@ -14,6 +15,7 @@ namespace {
 std::atomic<int64_t> gCalls[kPathCount];
 std::atomic<int64_t> gCopiedBytes{0};
 std::atomic<int64_t> gMetaCalls{0};
+std::atomic<int64_t> gCheckKernels{0};
 thread_local int tPolicyOverride = -1;
 thread_local int tServedCalls = 0;  // ServedCalls open on this thread
 
@@ -58,11 +60,19 @@ void countMetaCall() {
   gMetaCalls.fetch_add(1, std::memory_order_relaxed);
 }
 
+void countCheckKernel() {
+  gCheckKernels.fetch_add(1, std::memory_order_relaxed);
+}
+
 PathCounts pathCounts() {
   PathCounts counts;
   for (int i = 0; i < kPathCount; ++i) counts.calls[i] = gCalls[i].load(std::memory_order_relaxed);
   counts.copiedBytes = gCopiedBytes.load(std::memory_order_relaxed);
   counts.metaCalls = gMetaCalls.load(std::memory_order_relaxed);
+  counts.checkKernels = gCheckKernels.load(std::memory_order_relaxed);
+  uint64_t synchronizations = 0;
+  OPENREG_CHECK(orGetSynchronizationCount(&synchronizations));
+  counts.synchronizations = static_cast<int64_t>(synchronizations);
   return counts;
 }
 

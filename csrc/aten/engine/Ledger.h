@@ -14,7 +14,10 @@
 //            (Note [Compiled kernel launch] in inductor/CompiledKernel.h); the graph's extern
 //            kernels are operator calls and take the paths above
 // Also counted: Meta kernel runs, which the asynchronous path needs only for call signatures it has
-// not seen (Note [Shape cache]).
+// not seen (Note [Shape cache]); CPU kernels run on the host to check a call (Note [Call checks]),
+// which a signature needs once at most (Note [Call checks are remembered]); and the host's waits
+// for a device (synchronizations: every synchronizing runtime call, wherever it comes from). A
+// steady training step counts none of these three (tests/test_speed_guard.py).
 // The policy (OPENREG_FALLBACK=allow|warn|error, or a scoped override) decides what a copying
 // fallback does, so a test can make a silent one impossible.
 #pragma once
@@ -34,6 +37,8 @@ struct PathCounts {
   int64_t calls[kPathCount] = {};
   int64_t copiedBytes = 0;
   int64_t metaCalls = 0;
+  int64_t checkKernels = 0;
+  int64_t synchronizations = 0;
 };
 
 // Note [Counting native calls]
@@ -57,6 +62,7 @@ class OPENREG_TORCH_API ServedCall {
 OPENREG_TORCH_API void count(Path path);
 OPENREG_TORCH_API void countCopiedBytes(int64_t bytes);
 void countMetaCall();
+void countCheckKernel();
 OPENREG_TORCH_API PathCounts pathCounts();
 
 enum class FallbackPolicy : int { Allow = 0, Warn = 1, Error = 2 };

@@ -127,15 +127,15 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
     return answer;
   } catch (const std::exception& e) {
     // A Meta kernel written in Python that cannot answer for these inputs (data-dependent shapes:
-    // nonzero, boolean indexing) raises Python's NotImplementedError: the decline is remembered
-    // per signature only, as the operator may answer for other inputs (index with integer
-    // indices). But a Python NotImplementedError may also be the call's refusal (torch 2.14's neg
-    // of a bool tensor), and any other error is the call's own or the Meta kernel's limit: the
-    // CPU kernel decides, at the call (Note [Meta errors at the call] in CallChecks.h), and a
-    // refused call is never remembered.
-    answer->declined = true;
-    answer->remember = std::string_view(e.what()).rfind("NotImplementedError", 0) == 0;
+    // nonzero, boolean indexing) raises Python's NotImplementedError. But a Python
+    // NotImplementedError may also be the call's refusal (torch 2.14's neg of a bool tensor), and
+    // any other error is the call's own or the Meta kernel's limit: the CPU kernel decides, at the
+    // call (Note [Meta errors at the call] in CallChecks.h), and a refused call is never
+    // remembered. A call the CPU accepts is declined for its signature only, as the operator may
+    // answer for other inputs (index with integer indices): the next call of the signature takes
+    // the synchronizing path without asking either kernel again.
     raiseCpuErrorAtCall(op, args, device);
+    answer->declined = true;
     return answer;
   }
   traits.metaWorks = 1;

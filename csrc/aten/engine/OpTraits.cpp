@@ -155,7 +155,11 @@ std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
         isTensorType(list->getElementType())) {
       traits->indexLists.push_back(i);
     }
-    if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) traits->mutates = true;
+    if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) {
+      traits->mutates = true;
+      if (i < 64 && arg.type()->kind() == c10::TypeKind::TensorType)
+        traits->writtenTensors |= uint64_t{1} << i;
+    }
     if (i < 64 && keyedByKind(arg.type()) && !scalarsSetShape(schema.operator_name()))
       traits->kindOnlyArguments |= uint64_t{1} << i;
     if (isGeneratorType(arg.type()) && !traits->random) {
@@ -229,6 +233,8 @@ OpTraits& traitsFor(const c10::OperatorHandle& op) {
   if (!traits) {
     traits = computeTraits(op.schema());
     traits->callChecks = callChecksFor(op.schema());
+    // Note [Call checks are remembered] in CallChecks.h
+    if (traits->callChecks.readValues) traits->kindOnlyArguments = 0;
   }
   seen[key] = traits.get();
   return *traits;

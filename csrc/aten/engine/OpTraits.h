@@ -38,6 +38,8 @@ struct OpTraits {
   // Bit i set: argument i (a Scalar or float) is keyed in the shape cache by its kind, not its
   // value (Note [Scalar values are not keyed] in ShapeCache.h).
   uint64_t kindOnlyArguments = 0;
+  // Bit i set: argument i is a Tensor the operator writes (Note [Call checks are remembered]).
+  uint64_t writtenTensors = 0;
   CallChecks callChecks;           // Note [Call checks]
   std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
   ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])

@@ -1,5 +1,6 @@
 #include "aten/engine/ShapeCache.h"
 
+#include <ATen/Context.h>
 #include <c10/core/DefaultDtype.h>
 
 #include <bit>
@@ -29,11 +30,6 @@ enum Tag : int64_t {
 
 void Signature::push(int64_t word) {
   words_.push_back(word);
-  // 64-bit mix (splitmix64's finalizer) folded into the running hash.
-  uint64_t z = static_cast<uint64_t>(word) + 0x9e3779b97f4a7c15ULL + (hash_ << 6) + (hash_ >> 2);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  hash_ ^= static_cast<size_t>(z ^ (z >> 31));
 }
 
 void Signature::addTensor(const at::Tensor& t) {
@@ -115,27 +111,77 @@ bool Signature::add(const c10::IValue& value, bool kindOnly) {
   return true;
 }
 
+// The tensor arguments that share storage with each written tensor argument, by their position
+// among the call's tensors: with the sizes, strides and offsets already keyed, this decides every
+// overlap check (at::get_overlap_status compares offsets within one storage).
+void Signature::addSharedStorage(c10::ArrayRef<c10::IValue> args, uint64_t written) {
+  c10::SmallVector<const c10::StorageImpl*, 8> storages;  // every tensor argument's, in order
+  c10::SmallVector<size_t, 4> writers;                    // positions in `storages`
+  auto storageOf = [](const at::Tensor& t) -> const c10::StorageImpl* {
+    return t.defined() && t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& arg = args[i];
+    if (arg.isTensor()) {
+      if (i < 64 && (written >> i & 1) != 0) writers.push_back(storages.size());
+      storages.push_back(storageOf(arg.toTensor()));
+    } else if (arg.isTensorList()) {
+      for (const at::Tensor& t : arg.toTensorList()) storages.push_back(storageOf(t));
+    } else if (arg.isList()) {
+      for (const c10::IValue& element : arg.toListRef())
+        storages.push_back(element.isTensor() ? storageOf(element.toTensor()) : nullptr);
+    }
+  }
+  for (size_t w : writers) {
+    if (storages[w] == nullptr) continue;
+    push(-static_cast<int64_t>(w) - 1);  // negative: apart from the sizes and offsets around it
+    for (size_t j = 0; j < storages.size(); ++j) {
+      if (j != w && storages[j] == storages[w]) push(static_cast<int64_t>(j));
+    }
+  }
+}
+
 // [marker: shape-signature]
-bool Signature::build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly) {
+bool Signature::build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written) {
   words_.clear();
-  hash_ = 0;
-  push(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  const at::Context& ctx = at::globalContext();
+  push(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())) |
+       (ctx.deterministicAlgorithms() ? 1 << 8 : 0) |
+       (ctx.deterministicAlgorithmsWarnOnly() ? 1 << 9 : 0));
   for (size_t i = 0; i < args.size(); ++i) {
     if (!add(args[i], i < 64 && (kindOnly >> i & 1) != 0)) return false;
   }
+  if (written != 0) addSharedStorage(args, written);
+  // One multiply and shift per word, once the words are known (a running splitmix64 per push cost
+  // a third of the signature): enough to spread signatures of one operator over the buckets.
+  uint64_t hash = words_.size();
+  for (int64_t word : words_) {
+    hash = (hash ^ static_cast<uint64_t>(word)) * 0x9e3779b97f4a7c15ULL;
+    hash ^= hash >> 29;
+  }
+  hash_ = static_cast<size_t>(hash);
   return true;
 }
 
-std::shared_ptr<const MetaAnswer> ShapeCache::find(const Signature& signature) const {
+KnownCall ShapeCache::find(const Signature& signature) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = answers_.find(signature);
-  return it == answers_.end() ? nullptr : it->second;
+  auto it = known_.find(signature);
+  return it == known_.end() ? KnownCall{} : it->second;
 }
 
-void ShapeCache::insert(Signature signature, std::shared_ptr<const MetaAnswer> answer) {
+KnownCall& ShapeCache::entry(const Signature& signature) {
+  if (known_.size() >= kMaxEntries && known_.find(signature) == known_.end()) known_.clear();
+  return known_[signature];
+}
+
+void ShapeCache::remember(const Signature& signature, std::shared_ptr<const MetaAnswer> answer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (answers_.size() >= kMaxEntries) answers_.clear();
-  answers_.insert_or_assign(std::move(signature), std::move(answer));
+  entry(signature).answer = std::move(answer);
+}
+
+void ShapeCache::rememberChecked(const Signature& signature) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entry(signature).checked = true;
 }
 
 }  // namespace openreg::engine

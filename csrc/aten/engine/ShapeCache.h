@@ -1,4 +1,5 @@
-// Remembered Meta answers: what the asynchronous path needs to know of a call before it runs.
+// Remembered Meta answers and passed call checks: what the engine needs to know of a call before
+// it runs.
 //
 // [marker: shape-cache]
 // Note [Shape cache]
@@ -16,12 +17,17 @@
 //   - every other argument's value (ints, bools, strings, int lists, devices, None), except
 //     a generator's (a Meta kernel draws no numbers) and a Scalar's or a float's (Note [Scalar
 //     values are not keyed]);
-//   - the default dtype (factories without a dtype).
+//   - the default dtype (factories without a dtype);
+//   - for the call checks, which run before the Meta kernel is asked (Note [Call checks are
+//     remembered] in CallChecks.h): which tensor arguments share storage with a tensor the
+//     operator writes, and the deterministic-algorithms mode.
 // A Signature is exactly that, packed into words. The engine asks the Meta kernel once per
 // (operator, signature) and keeps the answer in the operator's ShapeCache: the output shapes,
-// the shapes of written arguments the kernel resized, or "declined" (a Python Meta kernel raised
-// NotImplementedError: data-dependent shapes, which go to the synchronizing path). Errors are not
-// kept: a call that failed asks the Meta kernel again, and raises again at its call site.
+// the shapes of written arguments the kernel resized, or "declined" (the Meta kernel refused a
+// call the CPU kernel accepts: data-dependent shapes, which go to the synchronizing path). Errors
+// are not kept: a call that failed asks the Meta kernel again, and raises again at its call site.
+// Beside the answer the cache keeps whether the call checks passed for the signature (Note [Call
+// checks are remembered] in CallChecks.h).
 // Arguments the signature cannot describe (a symbolic size, an object) make a call uncached.
 // A cache holds at most kMaxEntries signatures per operator; a full cache is emptied.
 //
@@ -66,7 +72,6 @@ struct TensorShape {
 // The Meta kernel's answer for one signature.
 struct MetaAnswer {
   bool declined = false;  // no shapes ahead for this signature: take the synchronizing path
-  bool remember = true;   // false: not kept in the cache (the Meta kernel raised an error)
   // One per return that is not a written argument, in order.
   struct Result {
     enum class Kind { Tensor, TensorList, Value } kind = Kind::Value;
@@ -81,12 +86,20 @@ struct MetaAnswer {
   bool everyResultATensor = false;
 };
 
+// What the engine knows of one call signature.
+struct KnownCall {
+  std::shared_ptr<const MetaAnswer> answer;  // the Meta kernel's; null: not asked yet
+  bool checked =
+      false;  // the call checks passed without an error or a warning (Note [Call checks])
+};
+
 class Signature {
  public:
   // Packs a call's arguments; false when one cannot be described (the call is not cached).
   // Bit i of `kindOnly` set: argument i is keyed by its kind, not its value (Note [Scalar values
-  // are not keyed]).
-  bool build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly);
+  // are not keyed]). Bit i of `written` set: argument i is a tensor the operator writes, and the
+  // other tensor arguments that share its storage are keyed (Note [Call checks are remembered]).
+  bool build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written);
 
   bool operator==(const Signature& other) const { return words_ == other.words_; }
   size_t hash() const { return hash_; }
@@ -94,6 +107,7 @@ class Signature {
  private:
   bool add(const c10::IValue& value, bool kindOnly);
   void addTensor(const at::Tensor& t);
+  void addSharedStorage(c10::ArrayRef<c10::IValue> args, uint64_t written);
   void push(int64_t word);
 
   c10::SmallVector<int64_t, 48> words_;  // most calls fit without a heap allocation
@@ -104,15 +118,17 @@ class ShapeCache {
  public:
   static constexpr size_t kMaxEntries = 1024;
 
-  std::shared_ptr<const MetaAnswer> find(const Signature& signature) const;
-  void insert(Signature signature, std::shared_ptr<const MetaAnswer> answer);
+  KnownCall find(const Signature& signature) const;
+  void remember(const Signature& signature, std::shared_ptr<const MetaAnswer> answer);
+  void rememberChecked(const Signature& signature);
 
  private:
   struct Hash {
     size_t operator()(const Signature& s) const { return s.hash(); }
   };
+  KnownCall& entry(const Signature& signature);  // with mutex_ held
   mutable std::mutex mutex_;
-  std::unordered_map<Signature, std::shared_ptr<const MetaAnswer>, Hash> answers_;
+  std::unordered_map<Signature, KnownCall, Hash> known_;
 };
 
 }  // namespace openreg::engine

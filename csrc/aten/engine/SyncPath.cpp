@@ -36,7 +36,7 @@ void runCpuKernelNamingDevice(const c10::OperatorHandle& op, torch::jit::Stack* 
 
 // [marker: engine-sync]
 void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-             c10::Device device) {
+             c10::Device device, const Signature* signature) {
   const auto& schema = op.schema();
   const size_t nArgs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
@@ -113,13 +113,10 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   // result shapes become the signature's answer: later calls with the signature take the
   // asynchronous path. This holds only for operators whose result shapes follow from the
   // arguments' metadata, never their values, which is what the list in OpTraits.cpp promises.
-  if (traits.shapesFromCpu) {
-    Signature signature;
-    if (signature.build(args, traits.kindOnlyArguments)) {
-      auto answer = std::make_shared<MetaAnswer>();
-      recordResults(schema, s, answer.get());
-      traits.shapes.insert(std::move(signature), std::move(answer));
-    }
+  if (traits.shapesFromCpu && signature != nullptr) {
+    auto answer = std::make_shared<MetaAnswer>();
+    recordResults(schema, s, answer.get());
+    traits.shapes.remember(*signature, std::move(answer));
   }
 
   // New tensor results live in host memory: copy them to the device.

@@ -10,8 +10,9 @@
 
 namespace openreg::engine {
 
+// `signature`: the call's, taken before it ran (null: the call cannot be keyed).
 void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-             c10::Device device);
+             c10::Device device, const Signature* signature);
 
 // The CPU kernel on the calling thread: its error, raised at the call, keeps the CPU's type and
 // names the device and the operator.

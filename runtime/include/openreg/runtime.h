@@ -171,6 +171,12 @@ OPENREG_RUNTIME_API orError_t orGetDeviceProperties(orDeviceProp* prop, int devi
  * call, on any thread: see docs/errors.md, "When the error state ends"). */
 OPENREG_RUNTIME_API orError_t orDeviceSynchronize(void);
 
+/* [out] count: how many times a host thread has waited for device work since the process
+ * started: every stream, device and event synchronization, blocking copy and launch that must
+ * complete, on any device and thread (a full queue's wait for room is not counted). Never fails
+ * once initialised; may be called from several threads at once. */
+OPENREG_RUNTIME_API orError_t orGetSynchronizationCount(uint64_t* count);
+
 /* [out] free, total: bytes neither held by live allocations nor mapped into reservations
  * (orMemMap), and the capacity, of the current device. `free` may be split into several ranges. */
 OPENREG_RUNTIME_API orError_t orMemGetInfo(size_t* free, size_t* total);
