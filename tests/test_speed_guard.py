@@ -115,3 +115,29 @@ def test_host_instructions_per_call_stay_within_the_budget():
     assert {r["case"] for r in rows} == set(budget), "run tests/speed_guard.py --update"
     failures = speed_guard.compare(rows, budget)
     assert not failures, "\n".join(failures)
+
+
+def test_batches_taken_as_rows_of_one_tensor_share_a_signature():
+    # A training loop's batches are rows of one index tensor, each at a new storage offset: the
+    # offset is not part of a call's signature, so the Meta kernel of index runs once.
+    data = torch.randn(64, 8, device="openreg")
+    batches = torch.randperm(64, generator=torch.Generator().manual_seed(0)).view(8, 8).to("openreg")
+    data[batches[0]]
+    with torch.openreg.count_paths() as counts:
+        rows = [data[batches[i]] for i in range(1, 8)]
+    assert counts["meta_calls"] == 0
+    expected = data.cpu()[batches.cpu()]
+    assert all(torch.equal(row.cpu(), expected[i + 1]) for i, row in enumerate(rows))
+
+
+def test_a_host_read_after_queued_work_waits_once_and_reads_the_result():
+    # Note [Blocking copies run on the caller]: the copy of .item() runs on the calling thread once
+    # the work queued before it has completed.
+    a = torch.arange(4.0, device="openreg")
+    for k in range(3):
+        (a * k + 1).sum().item()
+    with torch.openreg.count_paths() as counts:
+        values = [(a * k + 1).sum().item() for k in range(20)]
+    assert values == [(torch.arange(4.0) * k + 1).sum().item() for k in range(20)]
+    assert counts["synchronizations"] == 20
+    assert counts["check_kernels"] == 0 and counts["meta_calls"] == 0

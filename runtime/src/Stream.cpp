@@ -49,6 +49,14 @@ std::uint64_t Stream::enqueue(StreamOp&& op) {
   return ticket;
 }
 
+bool Stream::runIfIdle(StreamOp& op, FailureRef* outcome) {
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  if (completed_.load(std::memory_order_acquire) != submitted_.load(std::memory_order_acquire))
+    return false;
+  runTask(op.task, outcome);
+  return true;
+}
+
 void Stream::resume() {
   executor_.schedule(shared_from_this());
 }

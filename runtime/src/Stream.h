@@ -91,6 +91,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
   std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
   std::uint64_t completedCount() const { return completed_.load(std::memory_order_acquire); }
+  // Host side: runs a task `op` on the calling thread if every op submitted so far has completed,
+  // holding the queue lock so that an op enqueued meanwhile runs after it; false (nothing run)
+  // otherwise. Note [Blocking copies run on the caller] in MemoryApi.cpp.
+  bool runIfIdle(StreamOp& op, FailureRef* outcome);
   // Blocks until the op with `ticket` (and all before it) has completed: a synchronization of the
   // host with the stream, counted (orGetSynchronizationCount).
   void waitFor(std::uint64_t ticket);

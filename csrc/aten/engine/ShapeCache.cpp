@@ -48,7 +48,10 @@ void Signature::addTensor(const at::Tensor& t) {
   push(t.dim());
   for (int64_t size : t.sizes()) push(size);
   for (int64_t stride : t.strides()) push(stride);
-  push(t.storage_offset());
+  // Not the storage offset: a Meta kernel's results are new tensors, whose layout does not depend
+  // on where an input starts in its storage, and a training loop's batches are rows of one tensor
+  // at a new offset each step (each step asked the Meta kernel of index again). Offsets matter to
+  // overlaps only, keyed below for the tensors that share storage with a written one.
 }
 
 bool Signature::add(const c10::IValue& value, bool kindOnly) {
@@ -112,31 +115,39 @@ bool Signature::add(const c10::IValue& value, bool kindOnly) {
 }
 
 // The tensor arguments that share storage with each written tensor argument, by their position
-// among the call's tensors: with the sizes, strides and offsets already keyed, this decides every
-// overlap check (at::get_overlap_status compares offsets within one storage).
+// among the call's tensors, and their storage offsets: with the sizes and strides already keyed,
+// this decides every overlap check (at::get_overlap_status compares offsets within one storage).
 void Signature::addSharedStorage(c10::ArrayRef<c10::IValue> args, uint64_t written) {
-  c10::SmallVector<const c10::StorageImpl*, 8> storages;  // every tensor argument's, in order
-  c10::SmallVector<size_t, 4> writers;                    // positions in `storages`
-  auto storageOf = [](const at::Tensor& t) -> const c10::StorageImpl* {
-    return t.defined() && t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+  struct Place {
+    const c10::StorageImpl* storage = nullptr;
+    int64_t offset = 0;
+  };
+  c10::SmallVector<Place, 8> places;    // every tensor argument's, in order
+  c10::SmallVector<size_t, 4> writers;  // positions in `places`
+  auto placeOf = [](const at::Tensor& t) {
+    if (!t.defined() || !t.has_storage()) return Place{};
+    return Place{t.storage().unsafeGetStorageImpl(), t.storage_offset()};
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& arg = args[i];
     if (arg.isTensor()) {
-      if (i < 64 && (written >> i & 1) != 0) writers.push_back(storages.size());
-      storages.push_back(storageOf(arg.toTensor()));
+      if (i < 64 && (written >> i & 1) != 0) writers.push_back(places.size());
+      places.push_back(placeOf(arg.toTensor()));
     } else if (arg.isTensorList()) {
-      for (const at::Tensor& t : arg.toTensorList()) storages.push_back(storageOf(t));
+      for (const at::Tensor& t : arg.toTensorList()) places.push_back(placeOf(t));
     } else if (arg.isList()) {
       for (const c10::IValue& element : arg.toListRef())
-        storages.push_back(element.isTensor() ? storageOf(element.toTensor()) : nullptr);
+        places.push_back(element.isTensor() ? placeOf(element.toTensor()) : Place{});
     }
   }
   for (size_t w : writers) {
-    if (storages[w] == nullptr) continue;
-    push(-static_cast<int64_t>(w) - 1);  // negative: apart from the sizes and offsets around it
-    for (size_t j = 0; j < storages.size(); ++j) {
-      if (j != w && storages[j] == storages[w]) push(static_cast<int64_t>(j));
+    if (places[w].storage == nullptr) continue;
+    push(-static_cast<int64_t>(w) - 1);  // negative: apart from the positions that follow
+    push(places[w].offset);
+    for (size_t j = 0; j < places.size(); ++j) {
+      if (j == w || places[j].storage != places[w].storage) continue;
+      push(static_cast<int64_t>(j));
+      push(places[j].offset);
     }
   }
 }

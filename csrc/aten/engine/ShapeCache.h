@@ -7,7 +7,7 @@
 // operator's Meta kernel. Many Meta kernels are Python functions (torch._refs, torch._meta_
 // registrations) costing far more than a small kernel (docs/operators.md has the figures). But a
 // Meta kernel can only see metadata, so its answer is a function of:
-//   - every tensor argument's sizes, strides, storage offset, dtype, layout, device type,
+//   - every tensor argument's sizes, strides, dtype, layout, device type,
 //     conjugate/negative bits and whether it is a wrapped number (a Python scalar made a tensor,
 //     which type promotion treats as a scalar: int64 + 1.0 is float32, int64 + a 0-dim float64
 //     tensor is float64). Not the value of a CPU scalar tensor: optimizers pass one that
