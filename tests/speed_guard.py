@@ -4,7 +4,7 @@ Timed tests are noisy; instruction counts are not. This script runs every case o
 CPU and on openreg in one process under valgrind's callgrind, counting the instructions of every
 thread (the calling one, the stream's worker) while a case runs, and prints, per case, the counts
 per call and their ratio openreg / CPU. tests/test_speed_guard.py holds each ratio against the
-committed budget (tests/speed_budget.json) and fails when a change grows one by more than 10%.
+committed budget (tests/speed_budget.json, one per torch release) and fails when a change grows one by more than 10%.
 
 What makes two runs give the same figure (docs/performance.md, "The guard"):
   - one intra-op thread (torch.set_num_threads(1)): OpenMP's helpers spin while they wait;
@@ -215,8 +215,18 @@ def measure() -> list[dict[str, Any]]:
     return rows
 
 
+def release() -> str:
+    """The running torch's major.minor: instruction counts differ between releases, so each has a
+    budget of its own."""
+    import torch
+
+    return ".".join(torch.__version__.split(".")[:2])
+
+
 def load_budget() -> dict[str, float]:
-    return json.loads(BUDGET.read_text()) if BUDGET.exists() else {}
+    """The budget of the running torch release (empty when it has none)."""
+    budgets = json.loads(BUDGET.read_text()) if BUDGET.exists() else {}
+    return budgets.get(release(), {})
 
 
 def compare(rows: list[dict[str, Any]], budget: dict[str, float]) -> list[str]:
@@ -261,8 +271,10 @@ def main() -> None:
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     if args.update:
-        BUDGET.write_text(json.dumps({r["case"]: r["ratio"] for r in rows}, indent=1) + "\n")
-        print(f"wrote {BUDGET}")
+        budgets = json.loads(BUDGET.read_text()) if BUDGET.exists() else {}
+        budgets[release()] = {r["case"]: r["ratio"] for r in rows}
+        BUDGET.write_text(json.dumps(budgets, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {BUDGET} (torch {release()})")
     failures = compare(rows, budget)
     if failures and not args.update:
         print("\n".join(failures))

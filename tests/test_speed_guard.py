@@ -107,10 +107,13 @@ def test_a_call_check_that_warns_warns_on_every_call_as_the_cpu_does():
 
 
 def test_host_instructions_per_call_stay_within_the_budget():
+    budget = speed_guard.load_budget()
+    if not budget:  # make test runs on torch 2.13, which has one; make test-torch on others
+        pytest.skip(f"no instruction budget for torch {speed_guard.release()} in tests/speed_budget.json "
+                    "(python tests/speed_guard.py --update writes one)")
     assert shutil.which("valgrind") and shutil.which("callgrind_control"), (
         "valgrind is not installed: scripts/setup.sh installs it (make setup)")
     rows = speed_guard.measure()
-    budget = speed_guard.load_budget()
     print("\n" + speed_guard.table(rows, budget))
     assert {r["case"] for r in rows} == set(budget), "run tests/speed_guard.py --update"
     failures = speed_guard.compare(rows, budget)
