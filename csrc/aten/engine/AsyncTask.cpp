@@ -5,6 +5,10 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "aten/engine/Arguments.h"
 #include "aten/engine/HeldWarnings.h"
 #include "aten/engine/OutputRepair.h"
@@ -18,24 +22,44 @@ namespace {
 
 // Runs the kernel with the call's deterministic mode (Note [Global state is the call's]): nothing
 // to do in the usual case, where it has not changed since the call.
+// The host's setting while a task runs with its call's (Note [Global state is the call's]): the
+// host reads it through CallState::capture, never the task's.
+std::mutex gFlipMutex;
+std::atomic<int> gFlips{0};
+CallState gHostState;  // under gFlipMutex, while gFlips > 0
+CallState gTaskState;
+
+bool sameMode(const CallState& a, const CallState& b) {
+  return a.deterministic == b.deterministic && a.deterministicWarnOnly == b.deterministicWarnOnly &&
+         a.fillUninitialized == b.fillUninitialized;
+}
+
+CallState globalMode() {
+  const at::Context& ctx = at::globalContext();
+  return {ctx.deterministicAlgorithms(), ctx.deterministicAlgorithmsWarnOnly(),
+          ctx.deterministicFillUninitializedMemory(), true};
+}
+
 class DeterministicScope {
  public:
   explicit DeterministicScope(const CallState& call) : call_(call) {
-    at::Context& ctx = at::globalContext();
-    previous_ = {ctx.deterministicAlgorithms(), ctx.deterministicAlgorithmsWarnOnly(),
-                 ctx.deterministicFillUninitializedMemory()};
-    changed_ = previous_.deterministic != call.deterministic ||
-               previous_.deterministicWarnOnly != call.deterministicWarnOnly ||
-               previous_.fillUninitialized != call.fillUninitialized;
-    if (changed_) set(call);
+    std::lock_guard<std::mutex> lock(gFlipMutex);
+    previous_ = globalMode();
+    changed_ = !sameMode(previous_, call);
+    if (!changed_) return;
+    // Another task's change may be in effect: the host's setting is the one it replaced.
+    if (gFlips.load(std::memory_order_relaxed) > 0) previous_ = gHostState;
+    gHostState = previous_;
+    gTaskState = call;
+    gFlips.fetch_add(1, std::memory_order_release);
+    set(call);
   }
   ~DeterministicScope() {
-    at::Context& ctx = at::globalContext();
+    if (!changed_) return;
+    std::lock_guard<std::mutex> lock(gFlipMutex);
     // Put back the host's setting, unless the host has set it again meanwhile.
-    if (changed_ && ctx.deterministicAlgorithms() == call_.deterministic &&
-        ctx.deterministicAlgorithmsWarnOnly() == call_.deterministicWarnOnly &&
-        ctx.deterministicFillUninitializedMemory() == call_.fillUninitialized)
-      set(previous_);
+    if (sameMode(globalMode(), call_)) set(previous_);
+    gFlips.fetch_sub(1, std::memory_order_release);
   }
   DeterministicScope(const DeterministicScope&) = delete;
   DeterministicScope& operator=(const DeterministicScope&) = delete;
@@ -61,9 +85,23 @@ struct DroppedWarnings : c10::WarningHandler {
 }  // namespace
 
 CallState CallState::capture() {
-  const at::Context& ctx = at::globalContext();
-  return {ctx.deterministicAlgorithms(), ctx.deterministicAlgorithmsWarnOnly(),
-          ctx.deterministicFillUninitializedMemory(), c10::GradMode::is_enabled()};
+  CallState state;
+  if (gFlips.load(std::memory_order_acquire) == 0) {
+    state = globalMode();
+  } else {
+    // A task runs with its call's setting: the host's is the one the task replaced, unless the
+    // host has set another meanwhile.
+    std::lock_guard<std::mutex> lock(gFlipMutex);
+    state = globalMode();
+    if (gFlips.load(std::memory_order_relaxed) > 0 && sameMode(state, gTaskState))
+      state = gHostState;
+  }
+  state.gradMode = c10::GradMode::is_enabled();
+  return state;
+}
+
+void CallState::waitForHostMode() {
+  while (gFlips.load(std::memory_order_acquire) > 0) std::this_thread::yield();
 }
 
 // [marker: engine-task-run]

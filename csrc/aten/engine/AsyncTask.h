@@ -48,8 +48,12 @@ struct TaskArgument {
 //  - deterministic mode is process-wide, with no per-thread override in ATen. A call made with it
 //    on waits for its task (runAsync), so the state cannot change under it; a call made with it
 //    off whose task runs after the host turned it on sets it off for the kernel and back after
-//    (DeterministicScope), unless the host changed it again meanwhile. Another host thread
-//    reading the flag in that window sees it off, as it was at the call.
+//    (DeterministicScope), unless the host changed it again meanwhile. The host reads the mode
+//    through CallState::capture, which gives the host's setting while a task runs with another
+//    (the call's signature, its checks and its task all take it from there): a host that turned
+//    the mode on read it off in that window, and its put_ skipped the refusal at the call that its
+//    task then raised (PyTorch's test_torch, run beside other work). ATen's own reads of the flag
+//    on the host (a native kernel's) still see the task's setting in that window.
 // The default dtype is not needed: the Meta answer fixed every output's dtype at the call, and
 // the shape cache keys on it (Note [Shape cache]). Python's warnings filters are not either, for
 // now: a warning a kernel raises in a task goes to the worker's c10 handler (stderr), not to
@@ -61,6 +65,9 @@ struct CallState {
   bool gradMode = true;
 
   static CallState capture();
+  // Returns once no task runs with its call's mode in place of the host's: then ATen's own reads
+  // of the mode on the host see the host's (a task's kernel takes microseconds).
+  static void waitForHostMode();
 };
 
 // [marker: engine-task]

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "aten/engine/Arguments.h"
+#include "aten/engine/AsyncTask.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/SyncPath.h"
 
@@ -338,9 +339,11 @@ void outOverlapOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
 // it before it writes (Context::alertNotDeterministic). Refused in the task, the failure would
 // also poison self, which the CPU leaves as it was. In warn-only mode the task gives the warning.
 void putDeterministic(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c10::Device) {
-  at::Context& ctx = at::globalContext();
-  if (ctx.deterministicAlgorithms() && !ctx.deterministicAlgorithmsWarnOnly() && !args[3].toBool())
-    ctx.alertNotDeterministic("put_");
+  const CallState state = CallState::capture();  // the host's mode, not a running task's
+  if (state.deterministic && !state.deterministicWarnOnly && !args[3].toBool()) {
+    CallState::waitForHostMode();  // ATen's alert reads the process-wide mode
+    at::globalContext().alertNotDeterministic("put_");
+  }
 }
 
 // index_put_ (self, indices, values, accumulate): the CPU's checks of dtypes and shapes, which

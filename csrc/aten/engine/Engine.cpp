@@ -52,6 +52,7 @@
 #include <string>
 
 #include "aten/engine/AsyncPath.h"
+#include "aten/engine/AsyncTask.h"
 #include "aten/engine/CallDevice.h"
 #include "aten/engine/CopyingFallback.h"
 #include "aten/engine/Engine.h"
@@ -74,8 +75,11 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // What the engine knows of this call's signature: whether the checks passed, the Meta answer.
   // [marker: engine-call-signature]
   Signature signature;
+  const CallState state = CallState::capture();  // Note [Global state is the call's]
+  const int mode = (state.deterministic ? 1 : 0) | (state.deterministicWarnOnly ? 2 : 0);
   const Signature* key =
-      signature.build(args, traits.kindOnlyArguments, traits.writtenTensors) ? &signature : nullptr;
+      signature.build(args, traits.kindOnlyArguments, traits.writtenTensors, mode) ? &signature
+                                                                                   : nullptr;
   const KnownCall known = key != nullptr ? traits.shapes.find(*key) : KnownCall{};
   if (!known.checked)  // Note [Call checks are remembered] in CallChecks.h
     runCallChecks(traits.callChecks, traits.shapes, key, op, args, device);

@@ -1,6 +1,5 @@
 #include "aten/engine/ShapeCache.h"
 
-#include <ATen/Context.h>
 #include <c10/core/DefaultDtype.h>
 
 #include <bit>
@@ -153,12 +152,10 @@ void Signature::addSharedStorage(c10::ArrayRef<c10::IValue> args, uint64_t writt
 }
 
 // [marker: shape-signature]
-bool Signature::build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written) {
+bool Signature::build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written,
+                      int mode) {
   words_.clear();
-  const at::Context& ctx = at::globalContext();
-  push(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())) |
-       (ctx.deterministicAlgorithms() ? 1 << 8 : 0) |
-       (ctx.deterministicAlgorithmsWarnOnly() ? 1 << 9 : 0));
+  push(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())) | (mode << 8));
   for (size_t i = 0; i < args.size(); ++i) {
     if (!add(args[i], i < 64 && (kindOnly >> i & 1) != 0)) return false;
   }

@@ -99,7 +99,9 @@ class Signature {
   // Bit i of `kindOnly` set: argument i is keyed by its kind, not its value (Note [Scalar values
   // are not keyed]). Bit i of `written` set: argument i is a tensor the operator writes, and the
   // other tensor arguments that share its storage are keyed (Note [Call checks are remembered]).
-  bool build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written);
+  // `mode`: the call's deterministic-algorithms mode, as CallState::capture reads it (bit 0 on,
+  // bit 1 warn only).
+  bool build(c10::ArrayRef<c10::IValue> args, uint64_t kindOnly, uint64_t written, int mode);
 
   bool operator==(const Signature& other) const { return words_ == other.words_; }
   size_t hash() const { return hash_; }
