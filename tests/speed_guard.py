@@ -102,7 +102,9 @@ def _cases() -> dict[str, tuple[str, Callable[[str], Callable[[], Any]]]]:
 # The stages of a call, as callgrind names their functions: (label, a piece of the function's name).
 STAGES = [
     ("Python binding, whole call", "THPVariable_"),
-    ("  the engine (runOnEngine), inclusive", "openreg::engine::runOnEngine("),
+    ("  the engine's unboxed entry (BorrowingEntry), inclusive", "BorrowingEntry<"),
+    ("  the engine's boxed entry (runOnEngine), inclusive", "openreg::engine::runOnEngine("),
+    ("    the call (runCall), inclusive", "openreg::engine::runCall("),
     ("    call signature (Signature::build)", "openreg::engine::Signature::build("),
     ("    shape cache lookup", "openreg::engine::ShapeCache::find("),
     ("    call checks (a miss only)", "openreg::engine::runCallChecks("),
@@ -111,8 +113,8 @@ STAGES = [
     ("      task arguments (describeKernelAlias)", "openreg::describeKernelAlias("),
     ("      launch (orLaunchTask)", "orLaunchTask"),
     ("    results on the stack (pushResults)", "openreg::engine::pushResults("),
-    ("  boxing: a Python tensor's second reference takes the GIL", "c10::TensorImpl::incref_pyobject("),
-    ("  unboxing: and its release", "c10::TensorImpl::decref_pyobject("),
+    ("  a Python tensor's second C++ reference takes the GIL", "c10::TensorImpl::incref_pyobject("),
+    ("  and its release", "c10::TensorImpl::decref_pyobject("),
     ("freeing a result (caching allocator)", "DeviceCachingAllocator::free("),
     ("the task on the worker (AsyncTask), inclusive", "openreg::engine::AsyncTask::operator()"),
 ]

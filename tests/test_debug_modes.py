@@ -132,6 +132,9 @@ def test_stream_sanitizer_accepts_a_wait_and_a_synchronization():
         torch.openreg.synchronize()
         with torch.openreg.stream(side):
             z.add_(1)
+    # Read on the default stream: it waits for the side stream's add_ first (without the wait the
+    # read races with it, as on CUDA, and a fast read sees 3).
+    torch.openreg.current_stream().wait_stream(side)
     assert z.cpu().tolist() == [4.0] * 1000
 
 

@@ -5,7 +5,6 @@
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/util/accumulate.h>
 #include <openreg/runtime.h>
 
@@ -17,23 +16,37 @@
 namespace openreg {
 namespace {
 
+// Bytes from the first to the last element of a non-empty strided layout.
+size_t extentBytes(c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t itemsize) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  return static_cast<size_t>(last + 1) * itemsize;
+}
+
 // Every alias is made here: a non-owning CPU tensor over `data`, keeping the conjugate and negative
 // bits (dropping them would silently change the values a kernel sees). No deleter and no context:
-// the data pointer is made without a heap allocation. A regrowable alias has resizable storage with
-// the CPU allocator: an engine kernel that grows an output on its way (mse_loss.out computes
-// elementwise into its result before reducing into it) gets host memory instead of failing, and
-// the engine's task copies the final values back (Note [Regrown outputs] in
-// engine/OutputRepair.cpp). Native kernels and host aliases have no such copy back, so their
-// aliases fail to grow instead.
+// the data pointer is made without a heap allocation. The storage and the tensor are constructed
+// directly, as at::for_blob would make them, without its option handling: a task makes an alias
+// per device tensor it touches, and for_blob's own work was a third of an alias's cost
+// (docs/performance.md). A regrowable alias has resizable storage with the CPU allocator: an
+// engine kernel that grows an output on its way (mse_loss.out computes elementwise into its result
+// before reducing into it) gets host memory instead of failing, and the engine's task copies the
+// final values back (Note [Regrown outputs] in engine/OutputRepair.cpp). Native kernels and host
+// aliases have no such copy back, so their aliases fail to grow instead.
 enum class Regrowth : bool { Refused, Allowed };
 
 at::Tensor makeAlias(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                      c10::ScalarType dtype, bool conj, bool neg, Regrowth regrowth) {
-  auto&& maker = at::for_blob(data, sizes);  // not copyable: the temporary itself, extended
-  maker.strides(strides).options(at::TensorOptions().dtype(dtype).device(at::kCPU));
-  if (regrowth == Regrowth::Allowed)
-    maker.resizeable_storage().allocator(c10::GetAllocator(c10::DeviceType::CPU));
-  at::Tensor alias = maker.make_tensor();
+  const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(dtype);
+  const size_t bytes =
+      c10::multiply_integers(sizes) == 0 ? 0 : extentBytes(sizes, strides, meta.itemsize());
+  const bool resizable = regrowth == Regrowth::Allowed;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                       c10::DataPtr(data, c10::Device(c10::kCPU)),
+                       resizable ? c10::GetAllocator(c10::DeviceType::CPU) : nullptr, resizable);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), meta);
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   if (conj) alias = alias._conj();
   if (neg) alias = alias._neg_view();
   return alias;
@@ -77,13 +90,6 @@ at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
 }
 
 namespace {
-// Bytes from the first to the last element of a non-empty strided layout.
-size_t extentBytes(c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t itemsize) {
-  int64_t last = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
-  return static_cast<size_t>(last + 1) * itemsize;
-}
-
 // Non-overlapping and dense: the dimensions sorted by stride, each stride is the product of the
 // smaller sizes (what TensorImpl caches for a tensor; a KernelAliasSpec has only the layout).
 bool isDense(c10::IntArrayRef sizes, c10::IntArrayRef strides) {

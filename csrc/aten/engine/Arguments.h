@@ -84,6 +84,10 @@ torch::jit::Stack standIns(c10::ArrayRef<c10::IValue> args, c10::DeviceType targ
 // findDevice lets through) become fresh clones.
 c10::IValue taskArgument(const c10::IValue& arg);
 
+// A call's new results, in return order (write-aliased returns are not among them): what the
+// asynchronous and synchronizing paths give back.
+using FreshResults = c10::SmallVector<c10::IValue, 4>;
+
 // Replaces the arguments on `stack` by the operator's results: new tensors (`fresh`, in return
 // order), or for write-aliased returns the arguments themselves.
 void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,

@@ -95,11 +95,10 @@ std::shared_ptr<const MetaAnswer> inPlaceAnswer() {
 // [marker: engine-async]
 // Returns false (and changes nothing) when there are no shapes ahead: no Meta kernel, or one that
 // declines these inputs.
-bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-              c10::Device device, const Signature* signature, const KnownCall& known) {
-  const auto& schema = op.schema();
-  const size_t nArgs = schema.arguments().size();
-  const c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, nArgs);
+bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10::IValue> args,
+              c10::Device device, const Signature* signature, const KnownCall& known,
+              const CallState& state, FreshResults* fresh) {
+  const size_t nArgs = args.size();
 
   // 1. Shapes, strides, dtypes and call-site errors: remembered, or from the Meta kernel.
   std::shared_ptr<const MetaAnswer> answer;
@@ -141,7 +140,6 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     if (target.strides() != c10::IntArrayRef(shape.strides))
       target.as_strided_(shape.sizes, shape.strides);
   }
-  c10::SmallVector<c10::IValue, 4> fresh;   // new results, in return order (write-aliased skipped)
   c10::SmallVector<at::Tensor, 4> outputs;  // every new output tensor, in order
   c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
   // [marker: engine-async-allocate]
@@ -159,17 +157,17 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     const MetaAnswer::Result& result = answer->results[k];
     switch (result.kind) {
       case MetaAnswer::Result::Kind::Tensor:
-        fresh.emplace_back(allocate(result.tensors.front(), newReturns.at(k), 0));
+        fresh->emplace_back(allocate(result.tensors.front(), newReturns.at(k), 0));
         break;
       case MetaAnswer::Result::Kind::TensorList: {
         c10::List<at::Tensor> list;
         for (size_t j = 0; j < result.tensors.size(); ++j)
           list.push_back(allocate(result.tensors[j], newReturns.at(k), j));
-        fresh.emplace_back(list);
+        fresh->emplace_back(list);
         break;
       }
       case MetaAnswer::Result::Kind::Value:
-        fresh.push_back(result.value);
+        fresh->push_back(result.value);
         break;
     }
   }
@@ -202,7 +200,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
     task->args[task->generatorIndex].value = c10::IValue();
   }
   if (FaultInjection::armed()) task->injected = FaultInjection::kernelLaunch(device.index());
-  task->state = CallState::capture();
+  task->state = state;  // captured at the call (runCall)
   // [marker: engine-async-launch]
   const orStream_t stream = getCurrentOpenRegStream(device.index()).stream();
   // Note [Global state is the call's] in AsyncTask.h: a call in deterministic mode completes
@@ -225,8 +223,6 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack
   if (generatorImpl != nullptr) generatorImpl->recordUseOn(stream);
   // Waited for, the call is complete: its kernel's warnings are given now (Note [Task warnings]).
   if (wait) deliverTaskWarnings();
-
-  pushResults(schema, stack, args, fresh);
   return true;
 }
 

@@ -20,8 +20,6 @@
 namespace openreg::engine {
 namespace {
 
-// Runs the kernel with the call's deterministic mode (Note [Global state is the call's]): nothing
-// to do in the usual case, where it has not changed since the call.
 // The host's setting while a task runs with its call's (Note [Global state is the call's]): the
 // host reads it through CallState::capture, never the task's.
 std::mutex gFlipMutex;
@@ -40,9 +38,12 @@ CallState globalMode() {
           ctx.deterministicFillUninitializedMemory(), true};
 }
 
+// Runs the kernel with the call's deterministic mode (Note [Global state is the call's]): nothing
+// to do in the usual case, where it has not changed since the call, and no lock taken for it.
 class DeterministicScope {
  public:
   explicit DeterministicScope(const CallState& call) : call_(call) {
+    if (gFlips.load(std::memory_order_acquire) == 0 && sameMode(globalMode(), call)) return;
     std::lock_guard<std::mutex> lock(gFlipMutex);
     previous_ = globalMode();
     changed_ = !sameMode(previous_, call);

@@ -65,12 +65,9 @@
 
 namespace openreg::engine {
 
-// [marker: engine-fallback]
-void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  deliverTaskWarnings();  // Note [Task warnings]
-  OpTraits& traits = traitsFor(op);
-  if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, op.schema().arguments().size());
-  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+// [marker: engine-call]
+bool runCall(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10::IValue> args,
+             FreshResults* fresh) {
   const c10::Device device = findDevice(op, args);
   // What the engine knows of this call's signature: whether the checks passed, the Meta answer.
   // [marker: engine-call-signature]
@@ -88,22 +85,35 @@ void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
       "needs a native openreg kernel: please report it. Meanwhile, run this step on the CPU.");
   checkCpuGeneratorUse(op, traits, args);
-  if (traits.view) {
-    copyingFallback(op, stack, "a view operator without an openreg kernel");
-    return;
-  }
+  if (traits.view) return false;
   DeviceScope scope(device.index());
   // What the engine calls on its way (empty_strided for the outputs) is part of this call, not a
   // native call of its own (Note [Counting native calls] in Ledger.h).
   ServedCall serving;
   if (!traits.hostResult && !traits.callingThread &&
       (traits.metaWorks != 0 || traits.inPlaceOnly) &&
-      runAsync(op, traits, stack, device, key, known)) {
+      runAsync(op, traits, args, device, key, known, state, fresh)) {
     count(Path::Async);
+    return true;
+  }
+  runSync(op, traits, args, device, key, fresh);
+  count(Path::Sync);
+  return true;
+}
+
+// [marker: engine-fallback]
+void runOnEngine(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  deliverTaskWarnings();  // Note [Task warnings]
+  OpTraits& traits = traitsFor(op);
+  const size_t nArgs = op.schema().arguments().size();
+  if (!traits.indexLists.empty()) moveCpuIndices(traits, stack, nArgs);
+  const auto args = torch::jit::last(*stack, nArgs);
+  FreshResults fresh;
+  if (!runCall(op, traits, args, &fresh)) {
+    copyingFallback(op, stack, "a view operator without an openreg kernel");
     return;
   }
-  runSync(op, traits, stack, device, key);
-  count(Path::Sync);
+  pushResults(op.schema(), stack, args, fresh);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

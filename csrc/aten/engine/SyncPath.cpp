@@ -35,11 +35,10 @@ void runCpuKernelNamingDevice(const c10::OperatorHandle& op, torch::jit::Stack* 
 }
 
 // [marker: engine-sync]
-void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack* stack,
-             c10::Device device, const Signature* signature) {
+void runSync(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10::IValue> args,
+             c10::Device device, const Signature* signature, FreshResults* fresh) {
   const auto& schema = op.schema();
-  const size_t nArgs = schema.arguments().size();
-  const std::vector<c10::IValue> args(stack->end() - nArgs, stack->end());
+  const size_t nArgs = args.size();
   refuseQuantizedArguments(op, args, device);  // Note [No quantized tensors]
   OPENREG_CHECK(orStreamSynchronize(getCurrentOpenRegStream(device.index()).stream()));
   // [marker: engine-sync-poison]
@@ -120,7 +119,6 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
   }
 
   // New tensor results live in host memory: copy them to the device.
-  std::vector<c10::IValue> fresh;
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const auto* alias = schema.returns()[i].alias_info();
     if (alias != nullptr && alias->isWrite()) continue;
@@ -128,16 +126,15 @@ void runSync(const c10::OperatorHandle& op, OpTraits& traits, torch::jit::Stack*
     // An undefined result (a workspace the kernel did not compute) stays undefined.
     auto toDevice = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
     if (r.isTensor()) {
-      fresh.emplace_back(toDevice(r.toTensor()));
+      fresh->emplace_back(toDevice(r.toTensor()));
     } else if (r.isTensorList()) {
       c10::List<at::Tensor> list;
       for (const at::Tensor& t : r.toTensorList()) list.push_back(toDevice(t));
-      fresh.emplace_back(list);
+      fresh->emplace_back(list);
     } else {
-      fresh.push_back(r);
+      fresh->push_back(r);
     }
   }
-  pushResults(schema, stack, args, fresh);
 }
 
 }  // namespace openreg::engine
