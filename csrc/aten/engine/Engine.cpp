@@ -32,7 +32,9 @@
 // synchronization, as the exception the CPU raises, naming the operator (see Note [Task errors]
 //
 // Where each part lives (csrc/aten/engine/):
-//   Engine.cpp        this note, the entry point runOnEngine (the path choice), the registrations
+//   Engine.cpp        this note, the entry point runOnEngine and the call (runCall: the path
+//                     choice), the registrations
+//   BorrowedCalls.cpp unboxed entries on borrowed arguments for the hottest operators
 //   CallDevice.cpp    the call's device, CPU index tensors, generators
 //   CallChecks.cpp    checks the CPU kernel makes on metadata where the Meta kernel does not
 //   AsyncPath.cpp     the asynchronous path; AsyncTask.cpp the task it queues
