@@ -140,7 +140,7 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10
     if (target.strides() != c10::IntArrayRef(shape.strides))
       target.as_strided_(shape.sizes, shape.strides);
   }
-  c10::SmallVector<at::Tensor, 4> outputs;  // every new output tensor, in order
+  c10::SmallVector<at::Tensor, 4> outputs;               // every new output tensor, in order
   c10::SmallVector<std::pair<size_t, size_t>, 2> slots;  // per output: return index, list position
   // [marker: engine-async-allocate]
   auto allocate = [&](const TensorShape& shape, size_t returnIndex, size_t position) {

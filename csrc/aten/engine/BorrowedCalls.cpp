@@ -21,10 +21,10 @@
 // would take the boxed route with owned arguments.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
-#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
@@ -33,8 +33,8 @@
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
-#include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mean_ops.h>
@@ -43,14 +43,14 @@
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
-#include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
-#include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
@@ -69,7 +69,7 @@ using BorrowTraits = c10::MaybeOwnedTraits<at::Tensor>;
 
 template <class T>
 constexpr bool kIsTensorRef =
-    std::is_same_v<std::remove_cvref_t<T>, at::Tensor> && std::is_reference_v<T>;
+    std::is_same_v<std::remove_cvref_t<T>, at::Tensor>&& std::is_reference_v<T>;
 
 // The arguments as IValues, the tensors among them borrowed. Released without a count change.
 class BorrowedArguments {
@@ -176,8 +176,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu_backward", TORCH_FN(BorrowingEntry<at::_ops::gelu_backward>::call));
   m.impl("tanh_backward", TORCH_FN(BorrowingEntry<at::_ops::tanh_backward>::call));
   m.impl("sigmoid_backward", TORCH_FN(BorrowingEntry<at::_ops::sigmoid_backward>::call));
-  m.impl("_softmax_backward_data", TORCH_FN(BorrowingEntry<at::_ops::_softmax_backward_data>::call));
-  m.impl("_log_softmax_backward_data", TORCH_FN(BorrowingEntry<at::_ops::_log_softmax_backward_data>::call));
+  m.impl("_softmax_backward_data",
+         TORCH_FN(BorrowingEntry<at::_ops::_softmax_backward_data>::call));
+  m.impl("_log_softmax_backward_data",
+         TORCH_FN(BorrowingEntry<at::_ops::_log_softmax_backward_data>::call));
 }
 
 }  // namespace
