@@ -73,14 +73,18 @@ at::Tensor kernelAlias(const at::Tensor& deviceTensor) {
   return aliasLike(kernelPointer(deviceTensor), deviceTensor);
 }
 
+void describeKernelAlias(const at::Tensor& deviceTensor, KernelAliasSpec* spec) {
+  spec->data = kernelPointer(deviceTensor);
+  spec->dtype = deviceTensor.scalar_type();
+  spec->conj = deviceTensor.is_conj();
+  spec->neg = deviceTensor.is_neg();
+  spec->sizes.assign(deviceTensor.sizes().begin(), deviceTensor.sizes().end());
+  spec->strides.assign(deviceTensor.strides().begin(), deviceTensor.strides().end());
+}
+
 KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
   KernelAliasSpec spec;
-  spec.data = kernelPointer(deviceTensor);
-  spec.dtype = deviceTensor.scalar_type();
-  spec.conj = deviceTensor.is_conj();
-  spec.neg = deviceTensor.is_neg();
-  spec.sizes.assign(deviceTensor.sizes().begin(), deviceTensor.sizes().end());
-  spec.strides.assign(deviceTensor.strides().begin(), deviceTensor.strides().end());
+  describeKernelAlias(deviceTensor, &spec);
   return spec;
 }
 

@@ -36,6 +36,8 @@ struct KernelAliasSpec {
   c10::SmallVector<int64_t, 5> strides;
 };
 OPENREG_TORCH_API KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor);
+// The same, written into a spec in place (a task's own: no copy of its size vectors).
+OPENREG_TORCH_API void describeKernelAlias(const at::Tensor& deviceTensor, KernelAliasSpec* spec);
 OPENREG_TORCH_API at::Tensor makeKernelAlias(const KernelAliasSpec& spec);
 
 // The memory a task reads or writes through a tensor, for Note [Poisoned memory] in

@@ -184,13 +184,13 @@ bool runAsync(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10
   for (size_t i = 0; i < nArgs; ++i) {
     const c10::IValue& arg = args[i];
     if (arg.isTensor() && isOpenReg(arg.toTensor())) {
-      task->args[i].alias = describeKernelAlias(arg.toTensor());
+      describeKernelAlias(arg.toTensor(), &task->args[i].alias.emplace());
     } else {
       task->args[i].value = taskArgument(arg);
     }
   }
   task->outputs.reserve(outputs.size());
-  for (const at::Tensor& out : outputs) task->outputs.push_back(describeKernelAlias(out));
+  for (const at::Tensor& out : outputs) describeKernelAlias(out, &task->outputs.emplace_back());
   task->slots = std::move(slots);
   // Random operators: the generator is used on the stream, in program order (Note
   // [Asynchronous random numbers] in core/Generator.h).
