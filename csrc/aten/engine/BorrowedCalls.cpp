@@ -5,7 +5,7 @@
 // Note [Borrowed arguments]
 // The backend fallback is boxed: the dispatcher copies each argument into an IValue of a stack,
 // and the copy of a tensor raises its reference count. A tensor that only Python holds has a count
-// of 1, and since torch 2.10 a count going from 1 to 2 makes the tensor keep its Python object
+// of 1, and in torch 2.13 a count going from 1 to 2 makes the tensor keep its Python object
 // alive (TensorImpl::incref_pyobject), which takes the GIL; going back to 1, dropping the stack,
 // takes it again. The Python binding has released the GIL before dispatching, so `a + b` on two
 // Python tensors took it four times on the host, about a fifth of the host's instructions for a
