@@ -124,23 +124,17 @@ void AsyncTask::operator()() {
     c10::AutoGradMode gradMode(state.gradMode);
     DeterministicScope deterministic(state);
     Aliases aliases;
-    torch::jit::Stack inputs;
-    inputs.reserve(args.size() + outputs.size());
     for (TaskArgument& arg : args) {
-      if (arg.alias) {
-        aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
-        inputs.emplace_back(aliases.back().first);
-      } else {
-        inputs.push_back(arg.value);  // copied: a replayed graph runs the task again
-      }
+      if (arg.alias) aliases.emplace_back(makeKernelAlias(*arg.alias), &*arg.alias);
     }
+    torch::jit::Stack inputs = kernelInputs(aliases);
     if (generator.defined()) {
       generator.get<GeneratorImpl>()->runWithCpuGenerator([&](const at::Generator& cpu) {
         inputs[generatorIndex] = cpu;
-        run(inputs, aliases);
+        run(std::move(inputs), aliases);
       });
     } else {
-      run(inputs, aliases);
+      run(std::move(inputs), aliases);
     }
   } catch (...) {
     rethrowAsTaskError(c10::toString(op.schema().operator_name()));
@@ -167,9 +161,24 @@ void AsyncTask::accesses(AccessList& out) const {
   for (const KernelAliasSpec& spec : outputs) out.push_back(memoryAccess(spec, false, true));
 }
 
-void AsyncTask::run(const torch::jit::Stack& inputs, Aliases& aliases) {
+// The kernel's arguments: the task's, each device tensor as its kernel alias (aliases holds them
+// in argument order). Values are copied: a replayed graph runs the task again.
+torch::jit::Stack AsyncTask::kernelInputs(const Aliases& aliases) const {
+  torch::jit::Stack s;
+  s.reserve(args.size() + outputs.size());
+  size_t k = 0;
+  for (const TaskArgument& arg : args) {
+    if (arg.alias) {
+      s.emplace_back(aliases[k++].first);
+    } else {
+      s.push_back(arg.value);
+    }
+  }
+  return s;
+}
+
+void AsyncTask::run(torch::jit::Stack s, Aliases& aliases) {
   if (outOp) {
-    torch::jit::Stack s = inputs;
     const size_t firstOutput = aliases.size();
     for (const KernelAliasSpec& spec : outputs) {
       aliases.emplace_back(makeKernelAlias(spec), &spec);
@@ -188,7 +197,7 @@ void AsyncTask::run(const torch::jit::Stack& inputs, Aliases& aliases) {
       if (generator.defined()) throw;
       traits->outVariantFaithful = false;
       aliases.resize(firstOutput);
-      runFunctional(inputs, aliases);
+      runFunctional(kernelInputs(aliases), aliases);
       return;
     }
     bool regrown = false;
@@ -203,12 +212,12 @@ void AsyncTask::run(const torch::jit::Stack& inputs, Aliases& aliases) {
     }
     traits->outVariantFaithful = false;  // Note [Unfaithful out kernels]
     aliases.resize(firstOutput);
+    s = kernelInputs(aliases);
   }
-  runFunctional(inputs, aliases);
+  runFunctional(std::move(s), aliases);
 }
 
-void AsyncTask::runFunctional(const torch::jit::Stack& inputs, Aliases& aliases) {
-  torch::jit::Stack s = inputs;
+void AsyncTask::runFunctional(torch::jit::Stack s, Aliases& aliases) {
   HeldWarnings held;  // as for the .out kernel above: a regrown argument's warning is dropped
   {
     c10::WarningUtils::WarningHandlerGuard guard(&held);

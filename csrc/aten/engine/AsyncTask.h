@@ -96,8 +96,9 @@ struct AsyncTask {
 
  private:
   using Aliases = c10::SmallVector<std::pair<at::Tensor, const KernelAliasSpec*>, 8>;
-  void run(const torch::jit::Stack& inputs, Aliases& aliases);
-  void runFunctional(const torch::jit::Stack& inputs, Aliases& aliases);
+  torch::jit::Stack kernelInputs(const Aliases& aliases) const;
+  void run(torch::jit::Stack s, Aliases& aliases);
+  void runFunctional(torch::jit::Stack s, Aliases& aliases);
 };
 
 // A task that lives on the heap and is queued as one pointer (it fits the runtime's inline task

@@ -43,9 +43,11 @@ struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
 };
 
+using BlockSet = std::set<Block*, BlockComparator>;
+
 struct BlockPool {
   explicit BlockPool(bool small) : isSmall(small) {}
-  std::set<Block*, BlockComparator> blocks;  // free blocks only
+  BlockSet blocks;  // free blocks only
   const bool isSmall;
   PrivatePool* owner = nullptr;  // the private pool it belongs to (Note [Private pools])
 };

@@ -95,8 +95,8 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     collectGarbage();
   if (block == nullptr) block = newSegment(pool, stream, size, requested);
   if (shouldSplit(block, size)) {
-    auto* rest =
-        new Block(stream, block->size - size, &pool, static_cast<char*>(block->ptr) + size);
+    Block* rest =
+        newBlock(stream, block->size - size, &pool, static_cast<char*>(block->ptr) + size);
     rest->prev = block;
     rest->next = block->next;
     if (rest->next != nullptr) rest->next->prev = rest;
@@ -280,12 +280,40 @@ Block* DeviceCachingAllocator::allocateSegment(BlockPool& pool, c10::Stream stre
     MemoryHistory::record(TraceAction::SegmentAlloc, device_, ptr, segmentSize, stream);
   }
   countPrivateSegment(pool, segmentSize, /*added=*/true);
-  return new Block(stream, segmentSize, &pool, ptr);
+  return newBlock(stream, segmentSize, &pool, ptr);
+}
+
+namespace {
+constexpr size_t kSpares = 64;  // recycled blocks and set nodes kept, each
+}  // namespace
+
+Block* DeviceCachingAllocator::newBlock(c10::Stream stream, size_t size, BlockPool* pool,
+                                        void* ptr) {
+  if (spareBlocks_.empty()) return new Block(stream, size, pool, ptr);
+  Block* block = spareBlocks_.back().release();
+  spareBlocks_.pop_back();
+  *block = Block(stream, size, pool, ptr);
+  return block;
+}
+
+void DeviceCachingAllocator::deleteBlock(Block* block) {
+  if (spareBlocks_.size() < kSpares) {
+    spareBlocks_.emplace_back(block);
+  } else {
+    delete block;
+  }
 }
 
 void DeviceCachingAllocator::insertFree(Block* block) {
   block->freedAt = ++frees_;
-  block->pool->blocks.insert(block);
+  if (spareNodes_.empty()) {
+    block->pool->blocks.insert(block);
+  } else {
+    BlockSet::node_type node = std::move(spareNodes_.back());
+    spareNodes_.pop_back();
+    node.value() = block;
+    block->pool->blocks.insert(std::move(node));
+  }
   if (block->isSplit()) {
     block->countedInactive = true;
     for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
@@ -296,7 +324,8 @@ void DeviceCachingAllocator::insertFree(Block* block) {
 }
 
 void DeviceCachingAllocator::eraseFree(Block* block) {
-  block->pool->blocks.erase(block);
+  BlockSet::node_type node = block->pool->blocks.extract(block);
+  if (!node.empty() && spareNodes_.size() < kSpares) spareNodes_.push_back(std::move(node));
   if (block->countedInactive) {
     block->countedInactive = false;
     for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
@@ -323,7 +352,7 @@ void DeviceCachingAllocator::freeBlock(Block* block) {
     block->size += prev->size;
     block->prev = prev->prev;
     if (block->prev != nullptr) block->prev->next = block;
-    delete prev;
+    deleteBlock(prev);
   }
   if (Block* next = block->next; next != nullptr && next->isFree()) {
     eraseFree(next);
@@ -332,7 +361,7 @@ void DeviceCachingAllocator::freeBlock(Block* block) {
     if (block->next != nullptr) block->next->prev = block;
     if (next->expandable != nullptr && next->expandable->last == next)
       next->expandable->last = block;
-    delete next;
+    deleteBlock(next);
   }
   insertFree(block);
 }
@@ -410,7 +439,7 @@ void DeviceCachingAllocator::releaseSegment(Block* block) {
     if (orPointerGetAttributes(&attributes, block->ptr) != orErrorInvalidDevicePointer)
       std::rethrow_exception(error);
   }
-  block->pool->blocks.erase(block);
+  eraseFree(block);
   stats_.num_device_free += 1;
   if (block->size >= Config::max_split_size()) stats_.oversize_segments.decrease(1);
   for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
@@ -422,7 +451,7 @@ void DeviceCachingAllocator::releaseSegment(Block* block) {
                           block->stream);
   }
   countPrivateSegment(*block->pool, block->size, /*added=*/false);
-  delete block;
+  deleteBlock(block);
   if (error) std::rethrow_exception(error);
 }
 

@@ -37,6 +37,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Stream.h>
+#include <c10/util/flat_hash_map.h>
 #include <openreg/runtime.h>
 
 #include <cstdint>
@@ -44,7 +45,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -107,6 +107,10 @@ class OPENREG_TORCH_API DeviceCachingAllocator {
   void waitForUse(c10::Stream use) noexcept;
   void insertFree(Block* block);
   void eraseFree(Block* block);
+  // Block objects and free-set nodes, recycled: a steady loop splits a block on every allocation
+  // and merges it back on every free, and their heap allocations showed in the engine's profile.
+  Block* newBlock(c10::Stream stream, size_t size, BlockPool* pool, void* ptr);
+  void deleteBlock(Block* block);
   void freeBlock(Block* block);
   void processEvents();
   void synchronizeAndProcessEvents();
@@ -133,7 +137,9 @@ class OPENREG_TORCH_API DeviceCachingAllocator {
   DeviceStats stats_;
   BlockPool smallBlocks_{true};
   BlockPool largeBlocks_{false};
-  std::unordered_set<Block*> activeBlocks_;           // allocated, or freed with events pending
+  ska::flat_hash_set<Block*> activeBlocks_;      // allocated, or freed with events pending
+  std::vector<BlockSet::node_type> spareNodes_;  // see newBlock
+  std::vector<std::unique_ptr<Block>> spareBlocks_;
   std::deque<std::pair<orEvent_t, Block*>> pending_;  // events a freed block waits for
   PrivatePools privatePools_;
   PrivatePool* releasing_ = nullptr;  // set by releasePool around its releaseCachedSegments

@@ -113,7 +113,7 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, c10::Stream strea
     last->size += bytes;
     return last;
   }
-  auto* block = new Block(stream, bytes, &pool, at);
+  Block* block = newBlock(stream, bytes, &pool, at);
   block->expandable = segment;
   block->prev = last;
   if (last != nullptr) last->next = block;
@@ -152,7 +152,7 @@ void DeviceCachingAllocator::shrinkExpandableSegments() {
     if (last->size == bytes) {  // the whole block was unmapped
       segment->last = last->prev;
       if (last->prev != nullptr) last->prev->next = nullptr;
-      delete last;
+      deleteBlock(last);
     } else {
       last->size -= bytes;
       insertFree(last);
