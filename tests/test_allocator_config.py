@@ -89,6 +89,7 @@ before = m.memory_stats()["num_device_alloc"]
 y = torch.empty(30 * 2**20, dtype=torch.uint8, device="openreg")
 s = m.memory_stats()
 print(json.dumps({"new_segments": s["num_device_alloc"] - before, "oversize_segments": s["oversize_segments.current"],
+                  "oversize_allocations": s["oversize_allocations.current"], "max_split_size": s["max_split_size"],
                   "reserved": m.memory_reserved(), "snapshot": sum(x["total_size"] for x in m.memory_snapshot())}))
 """
 
@@ -98,6 +99,10 @@ def test_max_split_size_keeps_large_blocks_whole():
     whole = run_json(MAX_SPLIT, {"PYTORCH_OPENREG_ALLOC_CONF": "max_split_size_mb:64"})
     assert split["new_segments"] == 0 and split["oversize_segments"] == 0
     assert whole["new_segments"] == 1 and whole["oversize_segments"] == 1
+    # As CUDA reports them: the setting in bytes (-1 when unset), and the oversize blocks in use
+    # (the 30 MiB block is under the 64 MiB limit; the cached 100 MiB segment is not in use).
+    assert (split["max_split_size"], whole["max_split_size"]) == (-1, 64 * MiB)
+    assert (split["oversize_allocations"], whole["oversize_allocations"]) == (0, 0)
     assert whole["reserved"] == split["reserved"] + 30 * MiB
     assert whole["snapshot"] == whole["reserved"] and split["snapshot"] == split["reserved"]
 

@@ -557,7 +557,10 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSi
 
 DeviceStats DeviceCachingAllocator::getStats() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  return stats_;
+  DeviceStats stats = stats_;
+  // The setting in force, as CUDA reports it: -1 when unset (no limit).
+  stats.max_split_size = static_cast<int64_t>(Config::max_split_size());
+  return stats;
 }
 
 // Applies `fn` to every Stat of every stat type.
