@@ -269,6 +269,17 @@ def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
         debug._enable_from_environment()  # what importing torch_openreg runs
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [("OPENREG_DEBUG_COMPARE_CPU", "atol=abc", "atol takes a number, not 'abc'"),
+     ("OPENREG_FAULT_INJECTION", "oom_at=2.5", "oom_at takes a whole number, not '2.5'")],
+)  # fmt: skip
+def test_an_option_of_the_wrong_type_is_refused_naming_the_variable(variable, value, words):
+    result = run_python("import torch_openreg", {variable: value})
+    assert result.returncode != 0
+    assert f"ValueError: openreg: {variable}={value!r}: {words}" in result.stderr, result.stderr[-2000:]
+
+
 def test_stream_sanitizer_reports_a_bad_free_when_left_if_no_operator_follows():
     side = torch.openreg.Stream()
     with pytest.raises(debug.StreamSyncError, match="was freed while stream"):  # noqa: PT012

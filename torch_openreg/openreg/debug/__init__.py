@@ -29,6 +29,9 @@ from .sanitizer import StreamSanitizerMode, stream_sanitizer
 _from_environment: list[Any] = []  # modes entered at import, for the process's lifetime
 
 
+_KINDS = {int: "a whole number", float: "a number"}
+
+
 def _options(variable: str, value: str, allowed: dict[str, type]) -> dict[str, Any]:
     """`a=1,b=2` into {"a": 1, "b": 2}; "1" into {}."""
     if value.strip() in ("1", ""):
@@ -41,7 +44,12 @@ def _options(variable: str, value: str, allowed: dict[str, type]) -> dict[str, A
             raise ValueError(
                 f"openreg: {variable}={value!r}: expected 1 or comma-separated {', '.join(f'{k}=' for k in allowed)}"
             )
-        options[key] = allowed[key](text)
+        try:
+            options[key] = allowed[key](text)
+        except ValueError:
+            raise ValueError(
+                f"openreg: {variable}={value!r}: {key} takes {_KINDS[allowed[key]]}, not {text!r}"
+            ) from None
     return options
 
 
