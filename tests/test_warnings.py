@@ -30,6 +30,22 @@ def test_resizing_an_out_with_elements_warns_on_every_call_as_on_the_cpu():
         assert all("An output with one or more elements was resized" in m for m in messages)
 
 
+def test_an_empty_input_warns_on_its_first_call_as_often_as_on_the_cpu():
+    # The first call of a signature whose tensors are all empty runs the CPU kernel on empty
+    # stand-ins for its errors (Note [Errors of empty inputs]); the task gives the warnings, once.
+    def calls(device):
+        x = torch.empty(0, 3, device=device)
+        for _ in range(2):
+            x.std(dim=0)
+            x.var(dim=1, correction=1)
+        if device == DEV:
+            torch.openreg.synchronize()
+
+    counts = {device: len(caught(lambda device=device: calls(device))) for device in ("cpu", DEV)}
+    assert counts["cpu"] == 4  # each call warns (degrees of freedom <= 0)
+    assert counts[DEV] == counts["cpu"]
+
+
 def non_contiguous_searchsorted(device):
     boundaries = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).t()
     values = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).t()

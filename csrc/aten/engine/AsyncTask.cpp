@@ -77,12 +77,6 @@ class DeterministicScope {
   bool changed_ = false;
 };
 
-struct DroppedWarnings : c10::WarningHandler {
-  DroppedWarnings() : guard(this) {}
-  void process(const c10::Warning&) override {}
-  c10::WarningUtils::WarningHandlerGuard guard;
-};
-
 }  // namespace
 
 CallState CallState::capture() {

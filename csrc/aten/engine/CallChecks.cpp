@@ -33,6 +33,7 @@
 
 #include "aten/engine/Arguments.h"
 #include "aten/engine/AsyncTask.h"
+#include "aten/engine/HeldWarnings.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/SyncPath.h"
 
@@ -78,12 +79,6 @@ void randpermFits(const c10::OperatorHandle&, c10::ArrayRef<c10::IValue> args, c
   at::native::check_supported_max_int_with_precision(
       n, at::empty({0}, out.options().device(c10::kCPU)));
 }
-
-// Drops the warnings of a stand-in run: the task gives the call's own.
-class DropWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
 
 // A CPU stand-in of at most one element per dimension, zero (an index stand-in is in bounds).
 at::Tensor smallStandIn(const at::Tensor& t) {
@@ -145,9 +140,8 @@ void runOnStandIns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arg
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].name() == "generator") s[i] = at::detail::createCPUGenerator();
   }
-  DropWarnings drop;
-  std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
-  if (!keepWarnings) quiet.emplace(&drop);
+  std::optional<DroppedWarnings> quiet;  // the task gives the call's own
+  if (!keepWarnings) quiet.emplace();
   at::AutoDispatchBelowADInplaceOrView guard;
   countCheckKernel();
   runCpuKernelNamingDevice(op, &s, device);

@@ -1,4 +1,4 @@
-// Warnings held back until a kernel's result is known to be the one that counts.
+// Warnings of a kernel run whose result may not be the one that counts: held back, or dropped.
 #pragma once
 
 #include <c10/util/Exception.h>
@@ -17,6 +17,15 @@ struct HeldWarnings : c10::WarningHandler {
     for (const c10::Warning& warning : warnings) c10::warn(warning);
     warnings.clear();
   }
+};
+
+// Drops every warning raised on this thread while it lives: a kernel run whose warnings are the
+// call's own given elsewhere (a stand-in run of a call check, the CPU kernel run on an empty
+// call's stand-ins, a task whose operator gave its warnings at the call).
+struct DroppedWarnings : c10::WarningHandler {
+  DroppedWarnings() : guard(this) {}
+  void process(const c10::Warning&) override {}
+  c10::WarningUtils::WarningHandlerGuard guard;
 };
 
 }  // namespace openreg::engine
