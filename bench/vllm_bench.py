@@ -12,8 +12,8 @@ GPT-2, ten prompts of 1 to 85 tokens), greedy, `--max-tokens` new tokens per pro
   max_new_tokens=1);
 - whether vLLM's tokens equal HF's (the bench's figures are only worth reading if they do).
 
-Each vLLM measurement runs in a fresh interpreter (`--child`), its engine in that process, after
-one warm-up generate, eager (`enforce_eager`) and with vLLM's torch.compile (Inductor on openreg).
+Each vLLM measurement runs in a fresh interpreter (`--child`) with vLLM's defaults (its engine core
+in a process of its own), after one warm-up generate, eager (`enforce_eager`) and with vLLM's torch.compile (Inductor on openreg).
 Graphs are off on openreg (docs/vllm.md, "Features"), so there is no "with graphs" column.
 
     python bench/vllm_bench.py [--max-tokens 64] [--repeats 3] [--json PATH]
@@ -83,7 +83,6 @@ def main() -> None:
     parser.add_argument("--child", nargs=3, metavar=("MODEL_DIR", "OUT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         result = vllm_openreg(pathlib.Path(args.child[0]), args.max_tokens, args.repeats, args.child[2] == "compiled")
         pathlib.Path(args.child[1]).write_text(json.dumps(result))
         return

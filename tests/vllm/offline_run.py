@@ -18,22 +18,17 @@ import os
 import pathlib
 import sys
 
-# The engine in this process, so that the run's platform and worker state can be read back
-# (LLM.collective_rpc and apply_model reach the worker directly).
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+# vLLM's defaults: the engine core in a process of its own, forked from this one, which must
+# therefore not have initialized openreg (Note [vLLM's questions before its engine starts] in
+# torch_openreg/vllm/platform.py). --in-process keeps the engine in this process.
+if "--in-process" in sys.argv:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+# Lets apply_model send tiny_models.device_state (a function) to the workers in vLLM's processes; it
+# changes how vLLM serializes this test's own requests, nothing of the run.
+os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiny_models
-
-
-def _device_state(model) -> dict:
-    import torch
-
-    return {
-        "parameter_devices": sorted({p.device.type for p in model.parameters()}),
-        "memory_allocated": torch.openreg.memory_allocated(),
-        "total_memory": torch.openreg.mem_get_info()[1],
-    }
 
 
 def main() -> None:
@@ -48,10 +43,17 @@ def main() -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile (default: enforce_eager)")
+    parser.add_argument("--in-process", action="store_true", help="the engine core in this process")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--use-device-first", action="store_true", help="put a tensor on openreg before vLLM starts")
     args = parser.parse_args()
 
+    import torch
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
+
+    if args.use_device_first:
+        torch.ones(1, device="openreg")
 
     prompts = json.loads(pathlib.Path(args.prompts_json).read_text()) if args.prompts_json else tiny_models.PROMPTS
     lengths = [int(n) for n in args.max_tokens.split(",")]
@@ -71,10 +73,12 @@ def main() -> None:
         gpu_memory_utilization=args.gpu_memory_utilization,
         seed=0,
         enforce_eager=not args.compile,
+        tensor_parallel_size=args.tensor_parallel_size,
         **extra,
     )
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]
     outputs = llm.generate(prompts, params)
+    states = llm.apply_model(tiny_models.device_state)  # one per worker
     result = {
         "platform": type(current_platform).__qualname__,
         "tokens": [list(output.outputs[0].token_ids) for output in outputs],
@@ -82,7 +86,12 @@ def main() -> None:
         "num_blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks,
         "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
         "compilation_mode": llm.llm_engine.vllm_config.compilation_config.mode.name,
-        "device": llm.apply_model(_device_state)[0],
+        "device": states[0],
+        "worker_devices": [state["device"] for state in states],
+        "engine_in_process": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0",
+        "multiproc_method": os.environ.get("VLLM_WORKER_MULTIPROC_METHOD", "fork"),
+        # Whether this process initialized openreg: by default only the engine core's worker does.
+        "initialized_here": torch.openreg.is_initialized(),
     }
     pathlib.Path(args.out).write_text(json.dumps(result))
 

@@ -148,3 +148,14 @@ def hf_greedy(folder: pathlib.Path, prompts: list[str] | list[list[int]], max_ne
         hf_generate(tokenizer, model, tokenizer(p).input_ids if isinstance(p, str) else list(p), max_new_tokens)
         for p in prompts
     ]
+
+
+def device_state(model) -> dict:
+    """What a vLLM worker sees of its device (offline_run.py sends it with LLM.apply_model; defined
+    in a module, not the script, so that every vLLM process unpickles it by name)."""
+    return {
+        "device": str(next(model.parameters()).device),
+        "parameter_devices": sorted({p.device.type for p in model.parameters()}),
+        "memory_allocated": torch.openreg.memory_allocated(),
+        "total_memory": torch.openreg.mem_get_info()[1],
+    }

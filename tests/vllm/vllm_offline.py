@@ -56,12 +56,53 @@ def _first_divergence(got: list[list[int]], want: list[list[int]]) -> str:
 
 def test_one_batch_of_every_prompt_equals_hf_greedy_on_cpu(model, tmp_path):
     """All ten prompts (1 to 85 tokens) in one batch: the first step prefills them together,
-    the next ones decode them together."""
+    the next ones decode them together. vLLM's defaults: the engine core runs in a process forked
+    from the program's, which vLLM's configuration questions left without an initialized openreg
+    (the engine core failed to start with "Cannot re-initialize OpenReg in forked subprocess" when
+    the platform read the device's memory through mem_get_info)."""
     folder, expected = model
     result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS))
     assert result["platform"] == "OpenRegPlatform"
     assert result["compilation_mode"] == "NONE"
     assert result["device"]["parameter_devices"] == ["openreg"]
+    assert (result["engine_in_process"], result["multiproc_method"]) == (False, "fork")
+    assert result["initialized_here"] is False
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_engine_in_the_programs_process_equals_hf(model, tmp_path):
+    """VLLM_ENABLE_V1_MULTIPROCESSING=0: the engine core and its worker in the program's process."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS), "--in-process")
+    assert (result["engine_in_process"], result["initialized_here"]) == (True, True)
+    assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_a_program_that_used_openreg_first_gets_spawned_processes(tmp_path):
+    """A tensor on openreg before LLM(): a forked engine core could not use the device, so the
+    platform switches vLLM to spawn, as vLLM does when CUDA is initialized, and says so once."""
+    folder = tiny_models.build("llama", tmp_path / "llama")
+    expected = tiny_models.hf_greedy(folder, tiny_models.PROMPTS, 8)
+    result = subprocess.run(
+        [sys.executable, str(HERE / "offline_run.py"), str(folder), str(tmp_path / "out.json"),
+         "--max-tokens", "8", "--use-device-first"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-8000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert (out["multiproc_method"], out["initialized_here"]) == ("spawn", True)
+    assert result.stderr.count("overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn'") == 1, result.stderr[-4000:]
+    assert out["tokens"] == expected, _first_divergence(out["tokens"], expected)
+
+
+def test_tensor_parallelism_over_two_devices_equals_hf(model, tmp_path):
+    """tensor_parallel_size=2: vLLM's engine core starts a worker per rank, on openreg:0 and
+    openreg:1, each holding half of every attention and MLP layer's heads and columns; their
+    partial results meet in occl's collectives (all-reduce after each row-parallel layer, the
+    logits gathered). The same tokens as HF on the CPU."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS), "--tensor-parallel-size", "2")
+    assert result["worker_devices"] == ["openreg:0", "openreg:1"]
     assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
 
 

@@ -78,7 +78,28 @@ def test_the_configuration_openreg_gives_each_feature(llama, caplog):
     assert _config(llama, enforce_eager=True).compilation_config.mode == CompilationMode.NONE
 
 
-@pytest.mark.parametrize("option", ["tensor_parallel_size", "pipeline_parallel_size"])
-def test_parallelism_is_refused_with_the_reason(llama, option):
-    with pytest.raises(NotImplementedError, match="tensor and pipeline parallelism are not supported"):
-        _config(llama, **{option: 2})
+def test_building_the_configuration_leaves_openreg_uninitialized(llama):
+    """What vLLM asks in the program's process before it forks its engine core (Note [vLLM's
+    questions before its engine starts]): a fresh interpreter that builds the engine configuration
+    has not initialized openreg."""
+    code = (
+        "import torch; from vllm.platforms import current_platform as p;"
+        "from vllm.engine.arg_utils import EngineArgs;"
+        "facts = (p.get_device_name(0), p.get_device_total_memory(0), p.get_device_capability(0));"
+        f"EngineArgs(model={str(llama)!r}, dtype='float32', enforce_eager=True).create_engine_config();"
+        "print(torch.openreg.is_initialized(), facts[1] == torch.openreg.get_device_properties(0)['total_memory'])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-2:] == ["False", "True"], result.stdout[-2000:]
+
+
+def test_pipeline_parallelism_is_refused_with_the_reason(llama):
+    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported yet"):
+        _config(llama, pipeline_parallel_size=2)
+
+
+def test_tensor_parallelism_needs_a_device_per_rank(llama):
+    assert _config(llama, tensor_parallel_size=2).parallel_config.tensor_parallel_size == 2
+    with pytest.raises(ValueError, match="tensor_parallel_size 4 needs a device per rank, and there are 2"):
+        _config(llama, tensor_parallel_size=4)

@@ -10,6 +10,7 @@ entry point returns (`torch_openreg_autoload.vllm_platform`).
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,24 @@ def _disable(reason: str) -> None:
     logger.warning("openreg: %s", reason)
 
 
+# [marker: vllm-spawn]
+def _spawn_if_initialized() -> None:
+    """vLLM's processes are spawned, not forked, once the program's process has initialized openreg
+    (Note [vLLM's questions before its engine starts]); one log line says so. vLLM's own processes
+    (the engine core, which builds its configuration again after its worker has initialized the
+    device) start no process that uses openreg after that, and are left alone."""
+    if os.environ.get("VLLM_WORKER_MULTIPROC_METHOD") == "spawn" or not torch.openreg.is_initialized():
+        return
+    if multiprocessing.parent_process() is not None:
+        return
+    logger.warning(
+        "openreg: this process initialized openreg before vLLM started its processes, and a forked "
+        "child cannot use it; overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn' (the program "
+        "needs an `if __name__ == \"__main__\":` guard, as for CUDA)"
+    )
+    os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+
 # [marker: vllm-platform]
 class OpenRegPlatform(Platform):
     """The openreg device as a vLLM platform: device `openreg`, dispatch key PrivateUse1 (where
@@ -63,9 +82,17 @@ class OpenRegPlatform(Platform):
         return [torch.float32, torch.bfloat16, torch.float16]
 
     # -- devices and memory ---------------------------------------------------------------------
+    # Note [vLLM's questions before its engine starts]
+    # vLLM asks for the device's name and memory while it builds its configuration, in the process
+    # that then forks its engine core (EngineArgs.create_engine_config: get_batch_defaults reads the
+    # total memory). The answers come from the runtime's configuration (get_device_properties),
+    # which never initializes a device: an initialized parent would leave the forked engine core
+    # unable to use openreg ("Cannot re-initialize OpenReg in forked subprocess"). When the program
+    # has initialized openreg itself before starting vLLM, check_and_update_config switches vLLM's
+    # processes to spawn, as vLLM does for CUDA (vllm/utils/system_utils.py, _maybe_force_spawn).
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
-        return torch.openreg.get_device_name(device_id)
+        return torch.openreg.get_device_properties(device_id)["name"]
 
     @classmethod
     def get_device_uuid(cls, device_id: int = 0) -> str:
@@ -73,8 +100,8 @@ class OpenRegPlatform(Platform):
 
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
-        # The device's capacity, OPENREG_DEVICE_MEMORY (docs/memory.md).
-        return torch.openreg.mem_get_info(device_id)[1]
+        # The device's capacity, OPENREG_DEVICE_MEMORY (docs/memory.md), without initializing it.
+        return torch.openreg.get_device_properties(device_id)["total_memory"]
 
     @classmethod
     def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
@@ -169,14 +196,20 @@ class OpenRegPlatform(Platform):
         turned off is logged with its reason."""
         from vllm.config import CompilationMode, CUDAGraphMode
 
+        _spawn_if_initialized()
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_openreg.vllm.worker.OpenRegWorker"
-        if parallel.world_size > 1:
+        if parallel.pipeline_parallel_size > 1:
             raise NotImplementedError(
-                "openreg: tensor and pipeline parallelism are not supported yet: they have not been "
-                "run with vLLM on openreg (docs/vllm.md); got world size "
-                f"{parallel.world_size}"
+                "openreg: pipeline parallelism is not supported yet: it has not been run with vLLM "
+                f"on openreg (docs/vllm.md); got pipeline_parallel_size {parallel.pipeline_parallel_size}"
+            )
+        devices = torch.openreg.device_count()
+        if parallel.tensor_parallel_size > devices:
+            raise ValueError(
+                f"openreg: tensor_parallel_size {parallel.tensor_parallel_size} needs a device per "
+                f"rank, and there are {devices} (OPENREG_DEVICE_COUNT)"
             )
         if parallel.data_parallel_size > 1:
             raise NotImplementedError(
