@@ -13,7 +13,8 @@ GPT-2, ten prompts of 1 to 85 tokens), greedy, `--max-tokens` new tokens per pro
 - whether vLLM's tokens equal HF's (the bench's figures are only worth reading if they do).
 
 Each vLLM measurement runs in a fresh interpreter (`--child`) with vLLM's defaults (its engine core
-in a process of its own), after one warm-up generate, eager (`enforce_eager`) and with vLLM's torch.compile (Inductor on openreg).
+in a process of its own), after one warm-up generate, eager (`enforce_eager`) and with vLLM's
+torch.compile (Inductor on openreg).
 Graphs are off on openreg (docs/vllm.md, "Features"), so there is no "with graphs" column.
 
     python bench/vllm_bench.py [--max-tokens 64] [--repeats 3] [--json PATH]

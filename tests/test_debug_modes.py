@@ -270,7 +270,7 @@ def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("variable", "value", "words"),
+    "variable, value, words",
     [("OPENREG_DEBUG_COMPARE_CPU", "atol=abc", "atol takes a number, not 'abc'"),
      ("OPENREG_FAULT_INJECTION", "oom_at=2.5", "oom_at takes a whole number, not '2.5'")],
 )  # fmt: skip
