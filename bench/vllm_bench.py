@@ -13,8 +13,9 @@ GPT-2, ten prompts of 1 to 85 tokens), greedy, `--max-tokens` new tokens per pro
 - whether vLLM's tokens equal HF's (the bench's figures are only worth reading if they do).
 
 Each vLLM measurement runs in a fresh interpreter (`--child`) with vLLM's defaults (its engine core
-in a process of its own), after one warm-up generate, eager (`enforce_eager`) and with vLLM's
-torch.compile (Inductor on openreg).
+in a process of its own), after one warm-up generate: eager (`enforce_eager`), with vLLM's
+torch.compile (Inductor on openreg), and eager with tensor parallelism 2 (a worker on each of
+`openreg:0` and `openreg:1`).
 Graphs are off on openreg (docs/vllm.md, "Features"), so there is no "with graphs" column.
 
     python bench/vllm_bench.py [--max-tokens 64] [--repeats 3] [--json PATH]
@@ -54,11 +55,12 @@ def hf_cpu(folder: pathlib.Path, max_tokens: int, repeats: int) -> dict:
     return {"batch_seconds": statistics.median(batch_times), "ttft_seconds": statistics.median(first), "tokens": tokens}
 
 
-def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int, compiled: bool) -> dict:
+def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int, mode: str) -> dict:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(folder), dtype="float32", max_model_len=tiny_models.MAX_POSITIONS, seed=0,
-              gpu_memory_utilization=0.5, enforce_eager=not compiled)  # fmt: skip
+              gpu_memory_utilization=0.5, enforce_eager=mode != "compiled",
+              tensor_parallel_size=2 if mode == "tp2" else 1)  # fmt: skip
     batch = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate(tiny_models.PROMPTS[:2], batch, use_tqdm=False)  # warm-up
@@ -84,7 +86,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=3, metavar=("MODEL_DIR", "OUT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        result = vllm_openreg(pathlib.Path(args.child[0]), args.max_tokens, args.repeats, args.child[2] == "compiled")
+        result = vllm_openreg(pathlib.Path(args.child[0]), args.max_tokens, args.repeats, args.child[2])
         pathlib.Path(args.child[1]).write_text(json.dumps(result))
         return
 
@@ -93,7 +95,7 @@ def main() -> None:
         for kind in ("llama", "gpt2"):
             folder = tiny_models.build(kind, pathlib.Path(scratch) / kind)
             vllm = {}
-            for mode in ("eager", "compiled"):
+            for mode in ("eager", "compiled", "tp2"):
                 out = pathlib.Path(scratch) / f"{kind}-{mode}.json"
                 subprocess.run(
                     [sys.executable, __file__, "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats),
@@ -108,18 +110,21 @@ def main() -> None:
                 "tokens_equal": all(vllm[m]["tokens"] == hf["tokens"] for m in vllm),
                 "vllm_openreg_eager_tokens_per_s": generated / vllm["eager"]["batch_seconds"],
                 "vllm_openreg_compiled_tokens_per_s": generated / vllm["compiled"]["batch_seconds"],
+                "vllm_openreg_tp2_tokens_per_s": generated / vllm["tp2"]["batch_seconds"],
                 "hf_cpu_tokens_per_s": generated / hf["batch_seconds"],
                 "vllm_openreg_eager_ttft_ms": 1000 * vllm["eager"]["ttft_seconds"],
                 "vllm_openreg_compiled_ttft_ms": 1000 * vllm["compiled"]["ttft_seconds"],
+                "vllm_openreg_tp2_ttft_ms": 1000 * vllm["tp2"]["ttft_seconds"],
                 "hf_cpu_ttft_ms": 1000 * hf["ttft_seconds"],
             })  # fmt: skip
 
     print(f"{len(tiny_models.PROMPTS)} prompts x {args.max_tokens} new tokens, greedy, median of {args.repeats}")
-    print("| model | tokens/s: vLLM openreg eager | vLLM openreg compiled | HF generate CPU "
-          "| TTFT ms: vLLM openreg eager | vLLM openreg compiled | HF generate CPU | tokens equal |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    columns = ["vllm_openreg_eager_tokens_per_s", "vllm_openreg_compiled_tokens_per_s", "hf_cpu_tokens_per_s",
-               "vllm_openreg_eager_ttft_ms", "vllm_openreg_compiled_ttft_ms", "hf_cpu_ttft_ms"]  # fmt: skip
+    print("| model | tokens/s: vLLM openreg eager | compiled | eager, TP=2 | HF generate CPU "
+          "| TTFT ms: vLLM openreg eager | compiled | eager, TP=2 | HF generate CPU | tokens equal |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    columns = ["vllm_openreg_eager_tokens_per_s", "vllm_openreg_compiled_tokens_per_s", "vllm_openreg_tp2_tokens_per_s",
+               "hf_cpu_tokens_per_s", "vllm_openreg_eager_ttft_ms", "vllm_openreg_compiled_ttft_ms",
+               "vllm_openreg_tp2_ttft_ms", "hf_cpu_ttft_ms"]  # fmt: skip
     for r in rows:
         figures = " | ".join(f"{r[c]:.0f}" if c.endswith("per_s") else f"{r[c]:.1f}" for c in columns)
         print(f"| {r['model']} | {figures} | {r['tokens_equal']} |")
