@@ -55,9 +55,9 @@ struct TaskArgument {
 //    task then raised (PyTorch's test_torch, run beside other work). ATen's own reads of the flag
 //    on the host (a native kernel's) still see the task's setting in that window.
 // The default dtype is not needed: the Meta answer fixed every output's dtype at the call, and
-// the shape cache keys on it (Note [Shape cache]). Python's warnings filters are not either, for
-// now: a warning a kernel raises in a task goes to the worker's c10 handler (stderr), not to
-// Python's warnings, so no filter applies to it at any time (issue 24 lists such lost warnings).
+// the shape cache keys on it (Note [Shape cache]). Python's warnings filters are not either: a
+// warning a kernel raises in a task is held and given to Python on the host at its next meeting
+// with the device (Note [Task warnings] in core/TaskWarnings.h), under the filters in force then.
 struct CallState {
   bool deterministic = false;
   bool deterministicWarnOnly = false;

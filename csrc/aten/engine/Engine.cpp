@@ -126,7 +126,7 @@ namespace {
 
 // [marker: engine-structured-registrations]
 // Note [Structured operators on the engine]
-// ATen's structured operators (add, mul, relu's threshold, sum, mm: 385 in torch 2.13.0) have a
+// ATen's structured operators (add, mul, relu's threshold, sum, mm; docs/operators.md counts them) have a
 // CompositeExplicitAutogradNonFunctional kernel, which the dispatcher runs for a backend without a
 // kernel of its own: it computes the output's metadata with a TensorIterator on the host tensors,
 // allocates the output through the dispatcher's empty_strided, and calls the .out overload, which
