@@ -7,6 +7,7 @@ The wheel says what it holds (Note [The wheel's tag and torch pin]): CPython ext
 this interpreter and platform, built against one torch release.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -43,7 +44,15 @@ class BinaryDistribution(Distribution):
         return True
 
 
-TORCH_MAJOR, TORCH_MINOR = (int(part) for part in str(torch.__version__).split(".")[:2])
+def _load_compat():
+    """torch_openreg/_compat.py on its own (the package is not built yet): its minor_release."""
+    spec = importlib.util.spec_from_file_location("_openreg_compat", ROOT / "torch_openreg" / "_compat.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TORCH_MAJOR, TORCH_MINOR = _load_compat().RUNNING
 TORCH_REQUIREMENT = f"torch>={TORCH_MAJOR}.{TORCH_MINOR},<{TORCH_MAJOR}.{TORCH_MINOR + 1}"
 
 

@@ -220,9 +220,9 @@ def measure() -> list[dict[str, Any]]:
 def release() -> str:
     """The running torch's major.minor: instruction counts differ between releases, so each has a
     budget of its own."""
-    import torch
+    from torch_openreg import _compat
 
-    return ".".join(torch.__version__.split(".")[:2])
+    return ".".join(map(str, _compat.RUNNING))
 
 
 def load_budget() -> dict[str, float]:

@@ -9,7 +9,7 @@ for tensors, modules and storages. With the package installed, `import torch` al
 
 import torch
 
-from . import _build_info
+from . import _build_info, _compat
 
 
 # Note [Build and runtime torch must match]
@@ -21,17 +21,14 @@ from . import _build_info
 # builds of one release for different accelerators (2.13.0+cpu, 2.13.0 from PyPI, a CUDA build)
 # share libtorch_cpu's headers and ABI, which is all this extension links. The wheel requires the
 # same range (Note [The wheel's tag and torch pin] in setup.py).
-def _minor(version: str) -> str:
-    return ".".join(version.split("+")[0].split(".")[:2])
-
-
 if (
-    _minor(str(torch.__version__)) != _minor(_build_info.TORCH_VERSION)
+    _compat.RUNNING != _compat.minor_release(_build_info.TORCH_VERSION)
     or bool(torch._C._GLIBCXX_USE_CXX11_ABI) != _build_info.CXX11_ABI
 ):
     raise ImportError(
         f"torch_openreg was built against torch {_build_info.TORCH_VERSION} "
-        f"(C++11 ABI {_build_info.CXX11_ABI}), so it needs torch {_minor(_build_info.TORCH_VERSION)}.x, "
+        f"(C++11 ABI {_build_info.CXX11_ABI}), so it needs torch "
+        f"{'.'.join(map(str, _compat.minor_release(_build_info.TORCH_VERSION)))}.x, "
         f"but torch {torch.__version__} (C++11 ABI {bool(torch._C._GLIBCXX_USE_CXX11_ABI)}) is running. "
         "Rebuild torch_openreg against the installed torch: "
         "pip install --no-build-isolation --force-reinstall <path to the openreg source tree> "

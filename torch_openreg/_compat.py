@@ -16,7 +16,16 @@ import torch
 OLDEST = (2, 13)
 NEWEST = (2, 15)
 
-RUNNING = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def minor_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string ("2.14.1+cu130" is (2, 14)): the one place the
+    release is worked out (the package's import check, setup.py's pin, the speed guard's budget)."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+RUNNING = minor_release(str(torch.__version__))
 
 
 def torch_before(major: int, minor: int) -> bool:
