@@ -11,7 +11,6 @@ import torch
 
 from . import _build_info, _compat
 
-
 # Note [Build and runtime torch must match]
 # The extension is compiled against one torch minor release's C++ headers and ABI; loading it into
 # another minor release fails with undefined symbols or, worse, runs with mismatched layouts (the
@@ -22,7 +21,7 @@ from . import _build_info, _compat
 # share libtorch_cpu's headers and ABI, which is all this extension links. The wheel requires the
 # same range (Note [The wheel's tag and torch pin] in setup.py).
 if (
-    _compat.RUNNING != _compat.minor_release(_build_info.TORCH_VERSION)
+    _compat.minor_release(_build_info.TORCH_VERSION) != _compat.RUNNING
     or bool(torch._C._GLIBCXX_USE_CXX11_ABI) != _build_info.CXX11_ABI
 ):
     raise ImportError(
@@ -36,7 +35,7 @@ if (
     )
 
 # _C loads libtorch_openreg, whose guard and hooks register themselves.
-from . import _C, openreg  # noqa: E402,F401
+from . import _C, openreg  # noqa: F401
 
 _BACKEND_NAME = "openreg"
 
