@@ -126,17 +126,17 @@ namespace {
 
 // [marker: engine-structured-registrations]
 // Note [Structured operators on the engine]
-// ATen's structured operators (add, mul, relu's threshold, sum, mm; docs/operators.md counts them) have a
-// CompositeExplicitAutogradNonFunctional kernel, which the dispatcher runs for a backend without a
-// kernel of its own: it computes the output's metadata with a TensorIterator on the host tensors,
-// allocates the output through the dispatcher's empty_strided, and calls the .out overload, which
-// reaches the engine. The host then pays for the call's shapes twice, and for a second dispatch.
-// Registered for the engine itself, the functional and in-place forms take the engine's path
-// directly: the shape cache answers, the output comes from the caching allocator, and the task
-// runs the same .out kernel on the CPU, so results are the same kernel's (docs/operators.md has the
-// host time saved). Registered when the device first initializes, once every static
-// registration (ours included) is in place: an operator with an openreg kernel keeps it. Calls made
-// before then take the composite route, with the same results.
+// ATen's structured operators (add, mul, relu's threshold, sum, mm; docs/operators.md counts them)
+// have a CompositeExplicitAutogradNonFunctional kernel, which the dispatcher runs for a backend
+// without a kernel of its own: it computes the output's metadata with a TensorIterator on the host
+// tensors, allocates the output through the dispatcher's empty_strided, and calls the .out
+// overload, which reaches the engine. The host then pays for the call's shapes twice, and for a
+// second dispatch. Registered for the engine itself, the functional and in-place forms take the
+// engine's path directly: the shape cache answers, the output comes from the caching allocator, and
+// the task runs the same .out kernel on the CPU, so results are the same kernel's
+// (docs/operators.md has the host time saved). Registered when the device first initializes, once
+// every static registration (ours included) is in place: an operator with an openreg kernel keeps
+// it. Calls made before then take the composite route, with the same results.
 void registerStructuredOperators() {
   static std::once_flag once;  // Hooks::init runs again after a failed initialization
   std::call_once(once, [] {
