@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile (default: enforce_eager)")
     parser.add_argument("--in-process", action="store_true", help="the engine core in this process")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--pipeline-parallel-size", type=int, default=1)
     parser.add_argument("--use-device-first", action="store_true", help="put a tensor on openreg before vLLM starts")
     args = parser.parse_args()
 
@@ -74,6 +75,7 @@ def main() -> None:
         seed=0,
         enforce_eager=not args.compile,
         tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
         **extra,
     )
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]

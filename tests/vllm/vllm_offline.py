@@ -95,13 +95,15 @@ def test_a_program_that_used_openreg_first_gets_spawned_processes(tmp_path):
     assert out["tokens"] == expected, _first_divergence(out["tokens"], expected)
 
 
-def test_tensor_parallelism_over_two_devices_equals_hf(model, tmp_path):
-    """tensor_parallel_size=2: vLLM's engine core starts a worker per rank, on openreg:0 and
-    openreg:1, each holding half of every attention and MLP layer's heads and columns; their
-    partial results meet in occl's collectives (all-reduce after each row-parallel layer, the
-    logits gathered). The same tokens as HF on the CPU."""
+@pytest.mark.parametrize("option", ["--tensor-parallel-size", "--pipeline-parallel-size"])
+def test_parallelism_over_two_devices_equals_hf(model, option, tmp_path):
+    """Two ranks, on openreg:0 and openreg:1, a worker each forked by vLLM's engine core. Tensor
+    parallelism: each holds half of every attention and MLP layer's heads and columns, their partial
+    results meeting in occl's collectives (all-reduce after each row-parallel layer, the logits
+    gathered). Pipeline parallelism: each holds one of the two layers, the first sending its
+    hidden states to the second. The same tokens as HF on the CPU."""
     folder, expected = model
-    result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS), "--tensor-parallel-size", "2")
+    result = run_offline(folder, tmp_path / "out.json", "--max-tokens", str(MAX_TOKENS), option, "2")
     assert result["worker_devices"] == ["openreg:0", "openreg:1"]
     assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
 

@@ -94,12 +94,11 @@ def test_building_the_configuration_leaves_openreg_uninitialized(llama):
     assert result.stdout.split()[-2:] == ["False", "True"], result.stdout[-2000:]
 
 
-def test_pipeline_parallelism_is_refused_with_the_reason(llama):
-    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported yet"):
-        _config(llama, pipeline_parallel_size=2)
-
-
-def test_tensor_parallelism_needs_a_device_per_rank(llama):
-    assert _config(llama, tensor_parallel_size=2).parallel_config.tensor_parallel_size == 2
-    with pytest.raises(ValueError, match="tensor_parallel_size 4 needs a device per rank, and there are 2"):
+def test_parallelism_needs_a_device_per_rank(llama):
+    assert _config(llama, tensor_parallel_size=2).parallel_config.world_size == 2
+    assert _config(llama, pipeline_parallel_size=2).parallel_config.world_size == 2
+    words = "tensor_parallel_size 4 x pipeline_parallel_size 1 needs a device per rank, and there are 2"
+    with pytest.raises(ValueError, match=words):
         _config(llama, tensor_parallel_size=4)
+    with pytest.raises(ValueError, match="tensor_parallel_size 2 x pipeline_parallel_size 2 needs a device per rank"):
+        _config(llama, tensor_parallel_size=2, pipeline_parallel_size=2)

@@ -200,16 +200,13 @@ class OpenRegPlatform(Platform):
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_openreg.vllm.worker.OpenRegWorker"
-        if parallel.pipeline_parallel_size > 1:
-            raise NotImplementedError(
-                "openreg: pipeline parallelism is not supported yet: it has not been run with vLLM "
-                f"on openreg (docs/vllm.md); got pipeline_parallel_size {parallel.pipeline_parallel_size}"
-            )
+        # Tensor and pipeline parallelism: one worker per rank, each on openreg:<local rank>.
         devices = torch.openreg.device_count()
-        if parallel.tensor_parallel_size > devices:
+        if parallel.world_size > devices:
             raise ValueError(
-                f"openreg: tensor_parallel_size {parallel.tensor_parallel_size} needs a device per "
-                f"rank, and there are {devices} (OPENREG_DEVICE_COUNT)"
+                f"openreg: tensor_parallel_size {parallel.tensor_parallel_size} x "
+                f"pipeline_parallel_size {parallel.pipeline_parallel_size} needs a device per rank, "
+                f"and there are {devices} (OPENREG_DEVICE_COUNT)"
             )
         if parallel.data_parallel_size > 1:
             raise NotImplementedError(

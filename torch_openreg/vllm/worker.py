@@ -21,6 +21,7 @@ import logging
 
 import torch
 from vllm.config import CUDAGraphMode
+from vllm.distributed.parallel_state import get_pp_group
 from vllm.platforms import current_platform
 from vllm.utils.mem_utils import MemorySnapshot
 from vllm.utils.torch_utils import set_random_seed
@@ -101,12 +102,15 @@ class OpenRegWorker(Worker):
     # not change which random numbers requests get). Graph capture does not apply (graphs are off,
     # platform.py).
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        runner = self.model_runner
-        requests = min(self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens)
-        _, last_hidden_states = runner._dummy_run(
-            num_tokens=requests, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
-        )
-        runner._dummy_sampler_run(hidden_states=last_hidden_states)
+        # Only the last pipeline stage samples (an earlier one's forward gives no hidden states to
+        # sample from), as in vLLM's own warm-up.
+        if get_pp_group().is_last_rank:
+            runner = self.model_runner
+            requests = min(self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens)
+            _, last_hidden_states = runner._dummy_run(
+                num_tokens=requests, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
+            )
+            runner._dummy_sampler_run(hidden_states=last_hidden_states)
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
