@@ -17,7 +17,6 @@ OLDEST = (2, 13)
 NEWEST = (2, 15)
 
 
-
 def minor_release(version: str) -> tuple[int, int]:
     """(major, minor) of a torch version string ("2.14.1+cu130" is (2, 14)): the one place the
     release is worked out (the package's import check, setup.py's pin, the speed guard's budget)."""

@@ -92,7 +92,7 @@ class OpenRegPlatform(Platform):
     # processes to spawn, as vLLM does for CUDA (vllm/utils/system_utils.py, _maybe_force_spawn).
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
-        return torch.openreg.get_device_properties(device_id)["name"]
+        return torch.openreg.get_device_name(device_id)  # from get_device_properties: no initialization
 
     @classmethod
     def get_device_uuid(cls, device_id: int = 0) -> str:
