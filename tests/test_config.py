@@ -110,3 +110,34 @@ def test_an_invalid_debug_variable_refuses_the_import_naming_it():
     result = run_python("import torch_openreg", env=env)
     assert result.returncode != 0
     assert "ValueError: openreg: invalid OPENREG_DEBUG_NONFINITE='on': expected 0 or 1." in result.stderr
+
+
+def test_every_variable_is_refused_in_one_format():
+    # The format every layer's refusal takes (orConfigRefuseValue), ACCEPTED from the registry.
+    for name, (_, _, accepted, _) in VARIABLES.items():
+        with pytest.raises(ValueError) as info:
+            _C._refuse_config_value(name, "x", "why")
+        assert str(info.value) == f"openreg: invalid {name}='x': why; expected {accepted}."
+    with pytest.raises(ValueError, match="OPENREG_NO_SUCH is not a variable of openreg's"):
+        _C._refuse_config_value("OPENREG_NO_SUCH", "x", "")
+
+
+@pytest.mark.parametrize(
+    "name, bad, reason",
+    [
+        ("OPENREG_DEBUG_COMPARE_CPU", "atol=abc", "atol takes a number, not 'abc'"),
+        ("OPENREG_FAULT_INJECTION", "oom_at=-1", "oom_at and kernel_at count from 1 (0 for none), got -1, 0"),
+        ("OPENREG_COPYING_OPS", "aten::no_such_op", "no aten operator named 'aten::no_such_op'"),
+        ("PYTORCH_OPENREG_ALLOC_CONF", "max_split_size_mb", "'max_split_size_mb' is not key:value"),
+        ("PYTORCH_ALLOC_CONF", "garbage_collection_threshold:2", "'garbage_collection_threshold:2' is not a valid"),
+    ],
+)
+def test_a_value_a_layer_parses_itself_is_refused_in_the_registrys_format(name, bad, reason):
+    # The variables of free text: the layer that reads them parses them, and refuses through the registry.
+    result = run_python("import torch; import torch_openreg; torch.empty(1, device='openreg')", env={name: bad})
+    assert result.returncode != 0
+    accepted = re.escape(VARIABLES[name][2])
+    assert re.search(
+        rf"ValueError: openreg: invalid {name}='{re.escape(bad)}': {re.escape(reason)}.*; expected {accepted}\.",
+        result.stderr,
+    ), result.stderr[-2000:]

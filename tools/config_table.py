@@ -14,12 +14,15 @@ import sys
 from torch_openreg import _C
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
-HEADER = "| variable | read by | default | meaning |\n|---|---|---|---|\n"
+HEADER = "| variable | read by | default | accepted | meaning |\n|---|---|---|---|---|\n"
 
 
 def table() -> str:
     variables = _C._config_variables()
-    rows = [f"| `{name}` | {reader} | {default} | {meaning} |\n" for name, reader, default, _, meaning in variables]
+    rows = [
+        f"| `{name}` | {reader} | {default} | {accepted} | {meaning} |\n"
+        for name, reader, default, accepted, meaning in variables
+    ]
     return HEADER + "".join(rows)
 
 

@@ -6,7 +6,6 @@ for tensors, modules and storages. With the package installed, `import torch` al
 `torch.backends` entry point, torch_openreg_autoload.load, imports this package).
 """
 
-
 import torch
 
 from . import _build_info, _compat
@@ -36,18 +35,17 @@ if (
 
 # _C loads libtorch_openreg, whose guard and hooks register themselves.
 from . import _C, openreg  # noqa: F401
-
-_BACKEND_NAME = "openreg"
+from ._C import DEVICE_NAME
 
 
 # [marker: backend-registration]
 def _register() -> None:
     """Registers `openreg` with torch. Safe to call more than once (import and autoload)."""
-    if torch._C._get_privateuse1_backend_name() != _BACKEND_NAME:
-        torch.utils.rename_privateuse1_backend(_BACKEND_NAME)
-    if getattr(torch, _BACKEND_NAME, None) is not openreg:
-        torch._register_device_module(_BACKEND_NAME, openreg)
-    if not hasattr(torch.Tensor, "is_" + _BACKEND_NAME):
+    if torch._C._get_privateuse1_backend_name() != DEVICE_NAME:
+        torch.utils.rename_privateuse1_backend(DEVICE_NAME)
+    if getattr(torch, DEVICE_NAME, None) is not openreg:
+        torch._register_device_module(DEVICE_NAME, openreg)
+    if not hasattr(torch.Tensor, "is_" + DEVICE_NAME):
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
 

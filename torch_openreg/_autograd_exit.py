@@ -26,6 +26,8 @@ import atexit
 
 import torch
 
+from ._C import DEVICE_NAME
+
 
 def _settle_autograd_device_threads() -> None:
     if not torch.openreg.is_initialized():
@@ -34,7 +36,7 @@ def _settle_autograd_device_threads() -> None:
     try:
         with torch.enable_grad():
             for index in range(torch.openreg.device_count()):
-                leaf = torch.zeros((), device=torch.device("openreg", index), requires_grad=True)
+                leaf = torch.zeros((), device=torch.device(DEVICE_NAME, index), requires_grad=True)
                 out = leaf * 1.0
                 # The engine's own entry point: _engine_run_backward would stash an object again.
                 engine.run_backward((out,), (torch.ones_like(out),), False, False, (), True, True)

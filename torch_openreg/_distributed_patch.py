@@ -27,9 +27,7 @@ def _needs_custom_default(pg, backend) -> bool:
     if str(backend) != c10d.Backend.UNDEFINED or not isinstance(pg, c10d.ProcessGroup):
         return False
     device_backends = c10d.BackendConfig(c10d.Backend(c10d.Backend.UNDEFINED)).get_device_backend_map()
-    return bool(device_backends) and all(
-        str(b).upper() in c10d.Backend._plugins for b in device_backends.values()
-    )
+    return bool(device_backends) and all(str(b).upper() in c10d.Backend._plugins for b in device_backends.values())
 
 
 def apply() -> None:

@@ -13,6 +13,7 @@ import datetime
 import torch.distributed as dist
 
 from . import _C
+from ._C import DEVICE_NAME
 from ._compat import torch_before
 
 BACKEND_NAME = "occl"
@@ -60,13 +61,11 @@ def _register() -> None:
     # Registered for the CPU too, so a group made with backend="occl" serves CPU tensors (object
     # collectives, a barrier) and new_group(backend="occl") works with a device bound. The CPU's
     # default stays Gloo: register_backend maps a device only if nothing maps it yet.
-    dist.Backend.register_backend(
-        BACKEND_NAME, _create_occl_backend, extended_api=True, devices=["openreg", "cpu"]
-    )
+    dist.Backend.register_backend(BACKEND_NAME, _create_occl_backend, extended_api=True, devices=[DEVICE_NAME, "cpu"])
     options_class = _options_class()
-    _C.ProcessGroupOccl.options = property(lambda backend: options_class(
-        BACKEND_NAME, datetime.timedelta(milliseconds=backend._timeout_ms)
-    ))
+    _C.ProcessGroupOccl.options = property(
+        lambda backend: options_class(BACKEND_NAME, datetime.timedelta(milliseconds=backend._timeout_ms))
+    )
     if torch_before(2, 14):  # needed while torch < 2.14: Note [Default backend type]
         from . import _distributed_patch
 

@@ -53,6 +53,7 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/StringUtil.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -170,7 +171,8 @@ int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tens
   if (overrideable && why.empty()) return static_cast<int64_t>(sdp::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(sdp::SDPBackend::math);
   TORCH_CHECK(false,
-              "openreg: scaled_dot_product_attention: no enabled backend can run these "
+              OR_DEVICE_NAME
+              ": scaled_dot_product_attention: no enabled backend can run these "
               "inputs. openreg offers SDPBackend.OVERRIDEABLE (the CPU's flash kernel) and "
               "SDPBackend.MATH; ",
               overrideable
@@ -180,7 +182,7 @@ int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tens
 
 void checkSameDevice(const at::Tensor& t, const at::Tensor& query, const char* op,
                      const char* what) {
-  TORCH_CHECK(!t.defined() || t.device() == query.device(), "openreg: ", op, ": the ", what,
+  TORCH_CHECK(!t.defined() || t.device() == query.device(), OR_DEVICE_NAME ": ", op, ": the ", what,
               " is on ", t.device(), " and the query on ", query.device(),
               "; move them to one device");
 }
@@ -192,35 +194,35 @@ void checkFlashInputs(const char* op, const at::Tensor& q, const at::Tensor& k, 
   checkSameDevice(k, q, op, "key");
   checkSameDevice(v, q, op, "value");
   checkSameDevice(mask, q, op, "attn_bias");
-  TORCH_CHECK(dropout == 0, "openreg: ", op, ": dropout_p=", dropout,
+  TORCH_CHECK(dropout == 0, OR_DEVICE_NAME ": ", op, ": dropout_p=", dropout,
               " is not supported: the kernel is the CPU's flash attention, which has none. "
               "F.scaled_dot_product_attention with dropout takes the math backend on openreg, "
               "which draws from the openreg generator");
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "openreg: ", op,
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, OR_DEVICE_NAME ": ", op,
               ": query, key and value must be 4-d (B, H, L, E), got ", q.sizes(), ", ", k.sizes(),
               ", ", v.sizes());
   TORCH_CHECK(isFlashDtype(q.scalar_type()) && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
-              "openreg: ", op,
+              OR_DEVICE_NAME ": ", op,
               ": query, key and value must share one of float32, float64, bfloat16, float16; got ",
               q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
   TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == v.size(1) &&
                   q.size(1) % k.size(1) == 0 && k.size(2) == v.size(2),
-              "openreg: ", op,
+              OR_DEVICE_NAME ": ", op,
               ": key and value need the query's batch size, one number of heads dividing the "
               "query's, and one sequence length; got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes());
-  TORCH_CHECK(q.size(3) == k.size(3) && q.size(3) == v.size(3), "openreg: ", op,
+  TORCH_CHECK(q.size(3) == k.size(3) && q.size(3) == v.size(3), OR_DEVICE_NAME ": ", op,
               ": query, key and value must have the same head dimension, got ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes());
-  TORCH_CHECK(q.size(2) == 0 || k.size(2) > 0, "openreg: ", op,
+  TORCH_CHECK(q.size(2) == 0 || k.size(2) > 0, OR_DEVICE_NAME ": ", op,
               ": key and value have no positions to attend to (sequence length 0)");
   if (mask.defined()) {
     TORCH_CHECK(mask.scalar_type() == at::kFloat || mask.scalar_type() == q.scalar_type(),
-                "openreg: ", op, ": attn_bias must be float32 or the query's dtype (",
+                OR_DEVICE_NAME ": ", op, ": attn_bias must be float32 or the query's dtype (",
                 q.scalar_type(), "), got ", mask.scalar_type(),
                 "; F.scaled_dot_product_attention converts a boolean mask itself");
-    TORCH_CHECK(mask.dim() == 2 || mask.dim() == 4, "openreg: ", op,
+    TORCH_CHECK(mask.dim() == 2 || mask.dim() == 4, OR_DEVICE_NAME ": ", op,
                 ": attn_bias must be 2-d or 4-d, got ", mask.sizes());
   }
 }

@@ -25,6 +25,7 @@
 // aliases, so a step queues them and returns without waiting for the device. With an optimizer
 // that takes found_inf itself (fused=True), a step of mixed-precision training never synchronizes.
 #include <ATen/autocast_mode.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <vector>
@@ -54,7 +55,7 @@ at::Tensor binaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&,
 }
 
 void checkOnDevice(const char* op, const char* what, const at::Tensor& t, c10::Device device) {
-  TORCH_CHECK(t.device() == device, "openreg: ", op, ": ", what, " is on ", t.device(),
+  TORCH_CHECK(t.device() == device, OR_DEVICE_NAME ": ", op, ": ", what, " is on ", t.device(),
               ", expected ", device, " like the first tensor; move it there");
 }
 

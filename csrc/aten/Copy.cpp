@@ -12,7 +12,7 @@
 #include "aten/NativeKernel.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/TaskWarnings.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/HostAllocator.h"
@@ -40,15 +40,17 @@ bool plainBytes(const at::Tensor& src, const at::Tensor& dst) {
 
 // [marker: copy-from]
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "openreg: copy_: the source shape ",
-              self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()),
+              OR_DEVICE_NAME ": copy_: the source shape ", self.sizes(),
+              " cannot be broadcast to the destination shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
   // The CPU's copy_ (a TensorIterator) refuses these, in these words.
   at::assert_no_internal_overlap(dst);
   at::assert_no_partial_overlap(dst, self);
   const bool toDevice = isOpenReg(dst);
   const bool fromDevice = isOpenReg(self);
-  TORCH_CHECK(toDevice || fromDevice, "openreg: _copy_from needs an openreg tensor on one side");
+  TORCH_CHECK(toDevice || fromDevice,
+              OR_DEVICE_NAME ": _copy_from needs an openreg tensor on one side");
   const at::Tensor& deviceSide = toDevice ? dst : self;
   const OpenRegStream stream = getCurrentOpenRegStream(deviceSide.device().index());
   const bool crossDevice = toDevice && fromDevice && self.device() != dst.device();

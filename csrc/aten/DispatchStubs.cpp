@@ -25,7 +25,7 @@
 #include "aten/Registration.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg {
 namespace {

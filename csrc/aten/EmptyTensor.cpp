@@ -16,6 +16,7 @@ at::Tensor emptyOnDevice(c10::IntArrayRef sizes, c10::ScalarType dtype,
   return at::detail::empty_generic(sizes, &deviceAllocator(), kOpenRegKeys, dtype, memoryFormat);
 }
 
+// [marker: empty-strided-on-device]
 at::Tensor emptyStridedOnDevice(c10::IntArrayRef sizes, c10::IntArrayRef strides,
                                 c10::ScalarType dtype) {
   return at::detail::empty_strided_generic(sizes, strides, &deviceAllocator(), kOpenRegKeys, dtype);

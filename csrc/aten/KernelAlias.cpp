@@ -130,7 +130,7 @@ at::Tensor hostAlias(const at::Tensor& hostTensor) {
 }
 
 at::Tensor hostCopyForTask(const at::Tensor& hostTensor) {
-  TORCH_INTERNAL_ASSERT(hostTensor.is_cpu(), "openreg: hostCopyForTask takes a CPU tensor");
+  TORCH_INTERNAL_ASSERT(hostTensor.is_cpu(), OR_DEVICE_NAME ": hostCopyForTask takes a CPU tensor");
   const at::Tensor src = hostTensor.resolve_conj().resolve_neg();
   at::Tensor out =
       src.is_non_overlapping_and_dense()

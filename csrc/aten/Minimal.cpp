@@ -15,6 +15,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include "aten/Copy.h"
@@ -24,8 +25,8 @@
 #include "aten/Registration.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
+#include "core/OpenRegStream.h"
 #include "core/Storage.h"
-#include "core/Stream.h"
 #include "core/allocator/DeviceAllocator.h"
 
 namespace openreg {
@@ -48,7 +49,8 @@ at::Tensor factory(const char* op, std::optional<at::Device> device, F&& make) {
     return make();
   } catch (c10::Error& e) {
     const c10::DeviceIndex index = device.has_value() && device->has_index() ? device->index() : -1;
-    TORCH_RETHROW(e, "openreg: ", op, " on ", c10::Device(c10::DeviceType::PrivateUse1, index));
+    TORCH_RETHROW(e, OR_DEVICE_NAME ": ", op, " on ",
+                  c10::Device(c10::DeviceType::PrivateUse1, index));
   }
 }
 
@@ -67,9 +69,9 @@ at::Tensor fillIfDeterministic(at::Tensor t) {
 
 // The tensor options the device's factories refuse.
 void checkFactoryOptions(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+  TORCH_CHECK(!pin_memory.value_or(false), OR_DEVICE_NAME ": only CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "openreg: only strided tensors are supported");
+              OR_DEVICE_NAME ": only strided tensors are supported");
 }
 
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -113,7 +115,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
   }
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
-                "openreg: unsupported memory format for resize_: Preserve");
+                OR_DEVICE_NAME ": unsupported memory format for resize_: Preserve");
     impl->empty_tensor_restride(*memory_format);
   }
   return self;
@@ -122,16 +124,17 @@ const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
 // [marker: set-storage]
 at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
                              c10::IntArrayRef size, c10::IntArrayRef stride) {
-  TORCH_CHECK(source.device() == self.device(), "openreg: set_: the storage is on ",
+  TORCH_CHECK(source.device() == self.device(), OR_DEVICE_NAME ": set_: the storage is on ",
               source.device(), " but the tensor on ", self.device());
-  TORCH_CHECK(storage_offset >= 0, "openreg: set_: negative storage offset ", storage_offset);
+  TORCH_CHECK(storage_offset >= 0, OR_DEVICE_NAME ": set_: negative storage offset ",
+              storage_offset);
   auto* impl = self.unsafeGetTensorImpl();
   if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
   impl->set_storage_offset(storage_offset);
   if (stride.empty()) {
     impl->set_sizes_contiguous(size);
   } else {
-    TORCH_CHECK(size.size() == stride.size(), "openreg: set_: ", size.size(), " sizes but ",
+    TORCH_CHECK(size.size() == stride.size(), OR_DEVICE_NAME ": set_: ", size.size(), " sizes but ",
                 stride.size(), " strides");
     impl->set_sizes_and_strides(size, stride);
   }
@@ -179,7 +182,8 @@ at::Tensor& zero(at::Tensor& self) {
 // [marker: record-stream]
 void recordStream(at::Tensor& self, at::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
-              "openreg: record_stream needs an openreg stream, got one of ", stream.device_type());
+              OR_DEVICE_NAME ": record_stream needs an openreg stream, got one of ",
+              stream.device_type());
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 

@@ -26,7 +26,7 @@
 #include "aten/KernelAlias.h"
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg {
 

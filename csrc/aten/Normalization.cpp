@@ -26,6 +26,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/DimVector.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <array>
@@ -59,7 +60,7 @@ c10::ScalarType statisticsDtype(const at::Tensor& input, const std::optional<at:
 // kernel reads through null pointers (a segfault in torch 2.13.0), so the call is refused first.
 void runBatchNorm(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool training,
                   bool runningStatistics, c10::ScalarType statistics) {
-  TORCH_CHECK(training || runningStatistics, "openreg: ", op.schema().operator_name(),
+  TORCH_CHECK(training || runningStatistics, OR_DEVICE_NAME ": ", op.schema().operator_name(),
               ": evaluation mode (training=False) normalizes with running_mean and running_var, "
               "and none were given; pass them, or use training=True");
   const at::Tensor input = (*stack)[0].toTensor();
@@ -133,8 +134,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batchNormWithUpdate(
 at::Tensor parameter(const std::optional<at::Tensor>& t, const at::Tensor& input,
                      const char* what) {
   if (!t || !t->defined()) return at::Tensor();
-  TORCH_CHECK(t->device() == input.device(), "openreg: native_layer_norm: the ", what, " is on ",
-              t->device(), " and the input on ", input.device(), "; move both to one device");
+  TORCH_CHECK(t->device() == input.device(), OR_DEVICE_NAME ": native_layer_norm: the ", what,
+              " is on ", t->device(), " and the input on ", input.device(),
+              "; move both to one device");
   return t->contiguous();
 }
 

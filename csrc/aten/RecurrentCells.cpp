@@ -20,6 +20,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -120,11 +121,11 @@ std::optional<at::Tensor> asOptional(const at::Tensor& t) {
 void checkArgument(const char* op, const char* name, const at::Tensor& t, const at::Tensor& like,
                    c10::IntArrayRef sizes) {
   if (!t.defined()) return;
-  TORCH_CHECK(t.device() == like.device(), "openreg: ", op, ": ", name, " is on ", t.device(),
-              ", expected ", like.device(), " like the input gates");
-  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "openreg: ", op, ": ", name, " is ",
+  TORCH_CHECK(t.device() == like.device(), OR_DEVICE_NAME ": ", op, ": ", name, " is on ",
+              t.device(), ", expected ", like.device(), " like the input gates");
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), OR_DEVICE_NAME ": ", op, ": ", name, " is ",
               t.scalar_type(), ", expected ", like.scalar_type(), " like the input gates");
-  TORCH_CHECK(t.sizes() == sizes, "openreg: ", op, ": ", name, " has shape ", t.sizes(),
+  TORCH_CHECK(t.sizes() == sizes, OR_DEVICE_NAME ": ", op, ": ", name, " has shape ", t.sizes(),
               ", expected ", sizes);
 }
 
@@ -134,8 +135,8 @@ void checkCellInputs(const char* op, int64_t gates, const at::Tensor& inputGates
                      const at::Tensor& hiddenGates, const char* stateName, const at::Tensor& state,
                      const std::optional<at::Tensor>& inputBias,
                      const std::optional<at::Tensor>& hiddenBias) {
-  TORCH_CHECK(state.dim() == 2, "openreg: ", op, ": ", stateName, " must be 2-D, got shape ",
-              state.sizes());
+  TORCH_CHECK(state.dim() == 2, OR_DEVICE_NAME ": ", op, ": ", stateName,
+              " must be 2-D, got shape ", state.sizes());
   const int64_t batch = state.size(0), hidden = state.size(1);
   checkArgument(op, "input_gates", inputGates, inputGates, {batch, gates * hidden});
   checkArgument(op, "hidden_gates", hiddenGates, inputGates, {batch, gates * hidden});
@@ -194,7 +195,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
     const std::optional<at::Tensor>& gradHy, const std::optional<at::Tensor>& gradCy,
     const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool hasBias) {
   constexpr const char* op = "_thnn_fused_lstm_cell_backward_impl";
-  TORCH_CHECK(cx.dim() == 2, "openreg: ", op, ": cx must be 2-D, got shape ", cx.sizes());
+  TORCH_CHECK(cx.dim() == 2, OR_DEVICE_NAME ": ", op, ": cx must be 2-D, got shape ", cx.sizes());
   const int64_t batch = cx.size(0), hidden = cx.size(1);
   checkArgument(op, "workspace", workspace, workspace, {batch, 4 * hidden});
   for (const auto& [name, t] :
@@ -242,7 +243,7 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
     const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
   constexpr const char* op = "_thnn_fused_gru_cell_backward";
-  TORCH_CHECK(gradHy.dim() == 2, "openreg: ", op, ": grad_hy must be 2-D, got shape ",
+  TORCH_CHECK(gradHy.dim() == 2, OR_DEVICE_NAME ": ", op, ": grad_hy must be 2-D, got shape ",
               gradHy.sizes());
   const int64_t batch = gradHy.size(0), hidden = gradHy.size(1);
   checkArgument(op, "workspace", workspace, gradHy, {batch, 5 * hidden});

@@ -1,6 +1,7 @@
 #include "core/Exception.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 #include <openreg/task.hpp>
 
 #include <exception>
@@ -88,7 +89,7 @@ namespace detail {
 namespace {
 std::string describe(orError_t error, const char* expr, const char* func) {
   std::string message = orGetLastErrorMessage();
-  if (message.empty()) message = std::string("openreg: ") + orGetErrorString(error);
+  if (message.empty()) message = std::string(OR_DEVICE_NAME ": ") + orGetErrorString(error);
   // A task's failure is the kernel's own message, already naming the device and the operator.
   if (error == orErrorLaunchFailure) return message;
   return message + " [" + orGetErrorName(error) + " from " + expr + " in " + func + "]";

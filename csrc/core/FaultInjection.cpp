@@ -1,6 +1,7 @@
 #include "core/FaultInjection.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <mutex>
 
@@ -20,7 +21,7 @@ State& state() {
 }
 
 std::string lostMessage(int device) {
-  return "openreg: device " + std::to_string(device) +
+  return OR_DEVICE_NAME ": device " + std::to_string(device) +
          " is lost (injected by torch.openreg.debug.inject_faults(lose_device=" +
          std::to_string(device) +
          ")): every allocation and kernel on it fails until the injection ends.";

@@ -24,8 +24,8 @@ void check_device_index(c10::DeviceIndex device) {
     int n = 0;
     OPENREG_CHECK(orGetDeviceCount(&n));  // raises the runtime's reason
   }
-  TORCH_CHECK(false, "openreg: invalid device index ", static_cast<int>(device), ": there are ",
-              static_cast<int>(device_count()), " openreg devices (indices 0 to ",
+  TORCH_CHECK(false, OR_DEVICE_NAME ": invalid device index ", static_cast<int>(device),
+              ": there are ", static_cast<int>(device_count()), " openreg devices (indices 0 to ",
               static_cast<int>(device_count()) - 1,
               "). The device index is out of range: set OPENREG_DEVICE_COUNT before the first use "
               "to have more");
@@ -93,6 +93,13 @@ std::string configValue(const char* name, bool* fromEnvironment) {
   }
   if (fromEnvironment != nullptr) *fromEnvironment = source == orConfigSourceEnvironment;
   return value;
+}
+
+void refuseConfigValue(const char* name, const std::string& value, const std::string& reason) {
+  const orError_t error =
+      orConfigRefuseValue(name, value.c_str(), reason.empty() ? nullptr : reason.c_str());
+  TORCH_CHECK_VALUE(
+      false, error == orErrorInvalidValue ? orGetLastErrorMessage() : orGetErrorString(error));
 }
 
 DeviceScope::DeviceScope(c10::DeviceIndex device) : previous_(ExchangeDevice(device)) {}

@@ -51,6 +51,10 @@ OPENREG_TORCH_API int runtimeVersion();
 OPENREG_TORCH_API std::string configValue(const char* name, bool* fromEnvironment = nullptr);
 // Every entry of the registry.
 OPENREG_TORCH_API std::vector<orConfigVariable> configVariables();
+// Raises ValueError for `value` of the variable `name` (one the caller parses itself) in the one
+// format of an invalid value (orConfigRefuseValue); `reason` says what is wrong, or is empty.
+[[noreturn]] OPENREG_TORCH_API void refuseConfigValue(const char* name, const std::string& value,
+                                                      const std::string& reason);
 
 // RAII: makes `device` current for the scope when it differs. For code inside this library that
 // must call device-relative runtime functions; PyTorch code uses c10::DeviceGuard instead.

@@ -5,7 +5,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Graph.h"
+#include "core/GraphImpl.h"
 
 namespace openreg {
 
@@ -36,7 +36,8 @@ void GeneratorImpl::recordUseOn(orStream_t stream) {
   }
   OPENREG_CHECK(orEventRecord(lastUse_, stream));
   lastStream_ = stream;
-  // Note [Random numbers in graphs] in Graph.h: a use on a capturing stream belongs to the graph.
+  // Note [Random numbers in graphs] in GraphImpl.h: a use on a capturing stream belongs to the
+  // graph.
   noteGeneratorUse(stream, this);
 }
 

@@ -72,7 +72,7 @@ at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
 at::Device Hooks::getDeviceFromPtr(void* data) const {
   orPointerAttributes attributes;
   OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
-  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "openreg: the pointer ", data,
+  TORCH_CHECK(attributes.type == orMemoryTypeDevice, OR_DEVICE_NAME ": the pointer ", data,
               " is not openreg device memory");
   return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(attributes.device));
 }

@@ -1,6 +1,7 @@
 #include "core/Serialization.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
 
 #include <algorithm>
@@ -34,7 +35,7 @@ void loadBackendMeta(const at::Tensor& tensor, std::unordered_map<std::string, b
     TORCH_CHECK(std::string_view(name).starts_with(kBackendMetaPrefix) ||
                     std::ranges::find(kReferenceBackendMetaNames, name) !=
                         std::end(kReferenceBackendMetaNames),
-                "openreg: tensor metadata '", name, "' for a tensor on ", tensor.device(),
+                OR_DEVICE_NAME ": tensor metadata '", name, "' for a tensor on ", tensor.device(),
                 " is not openreg backend metadata: openreg's names start with '",
                 kBackendMetaPrefix,
                 "' or are 'version_number' or 'format_number' (PyTorch's own are 'conj' and "

@@ -8,14 +8,15 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/allocator/DeviceAllocator.h"
 
 namespace openreg {
 
 // [marker: resize-storage]
 void resizeStorageBytes(c10::StorageImpl* storage, size_t newBytes) {
-  TORCH_CHECK(storage->resizable(), "openreg: trying to resize storage that is not resizable");
+  TORCH_CHECK(storage->resizable(),
+              OR_DEVICE_NAME ": trying to resize storage that is not resizable");
   const c10::DeviceIndex device = storage->device().index();
   DeviceScope scope(device);
   c10::DataPtr fresh = storage->allocator()->allocate(newBytes);

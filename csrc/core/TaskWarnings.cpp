@@ -23,6 +23,7 @@ void TaskWarningSink::process(const c10::Warning& warning) {
   anyPending.store(true, std::memory_order_release);
 }
 
+// [marker: deliver-task-warnings]
 void deliverTaskWarnings() {
   if (!anyPending.load(std::memory_order_acquire)) return;
   std::deque<c10::Warning> taken;

@@ -3,6 +3,7 @@
 #include <ATen/ops/div.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <algorithm>
 #include <functional>
@@ -70,7 +71,7 @@ class Collective {
     TORCH_CHECK(device.is_privateuseone() || device.is_cpu(), "occl ", name_, ": a tensor is on ",
                 device.str(),
                 "; the occl backend serves openreg tensors (and a group's cpu tensors). Move it "
-                "with .to(\"openreg\").");
+                "with .to(\"" OR_DEVICE_NAME "\").");
     if (!device_.has_value()) {
       device_ = device;
       return;

@@ -9,7 +9,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg::distributed {
 

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #include <dlfcn.h>
+#include <openreg/runtime.h>
 #include <openreg/task.hpp>
 
 #include <cstring>
@@ -14,7 +15,7 @@
 #include "aten/engine/Ledger.h"
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg::inductor {
 namespace {
@@ -73,11 +74,11 @@ CompiledKernel::CompiledKernel(const std::string& library, const std::string& sy
   // RTLD_NOLOAD: Inductor has loaded the library (it is the kernel's Python binding); this only
   // finds it again, and the library stays loaded as long as that module is.
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  TORCH_CHECK(handle != nullptr, "openreg: ", info->label, ": its library ", library,
+  TORCH_CHECK(handle != nullptr, OR_DEVICE_NAME ": ", info->label, ": its library ", library,
               " is not loaded (", dlerror(), "); compile the graph again");
   void* entry = dlsym(handle, symbol.c_str());
   dlclose(handle);  // drops only the reference dlopen just took
-  TORCH_CHECK(entry != nullptr, "openreg: ", info->label, ": its library ", library,
+  TORCH_CHECK(entry != nullptr, OR_DEVICE_NAME ": ", info->label, ": its library ", library,
               " has no trampoline ", symbol);
   info->entry = reinterpret_cast<void (*)(const uint64_t*)>(entry);
   info_ = std::move(info);
@@ -86,7 +87,7 @@ CompiledKernel::CompiledKernel(const std::string& library, const std::string& sy
 // [marker: compiled-kernel-launch]
 void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
   const Info& info = *info_;
-  TORCH_CHECK(args.size() == info.kinds.size(), "openreg: ", info.label, " takes ",
+  TORCH_CHECK(args.size() == info.kinds.size(), OR_DEVICE_NAME ": ", info.label, " takes ",
               info.kinds.size(), " arguments, got ", args.size());
   CompiledKernelTask task;
   task.info = info_;
@@ -97,10 +98,10 @@ void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
     const KernelArgument& arg = args[i];
     if (isPointer(kind)) {
       const at::Tensor* tensor = std::get_if<at::Tensor>(&arg);
-      TORCH_CHECK_TYPE(tensor != nullptr && tensor->defined(), "openreg: ", info.label,
+      TORCH_CHECK_TYPE(tensor != nullptr && tensor->defined(), OR_DEVICE_NAME ": ", info.label,
                        ": argument ", i, " must be a tensor");
       if (tensor->device().type() == c10::DeviceType::PrivateUse1) {
-        TORCH_CHECK(!device || *device == tensor->device(), "openreg: ", info.label,
+        TORCH_CHECK(!device || *device == tensor->device(), OR_DEVICE_NAME ": ", info.label,
                     ": its tensors are on ", device->str(), " and ", tensor->device().str(),
                     "; move them to one device");
         device = tensor->device();
@@ -109,8 +110,8 @@ void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
         task.deviceArgs.emplace_back(std::move(spec), kind);
       } else {
         TORCH_CHECK(tensor->device().is_cpu() && tensor->dim() == 0 && kind == ArgKind::Input,
-                    "openreg: ", info.label, ": argument ", i, " is a ", tensor->device().str(),
-                    " tensor of shape ", tensor->sizes(),
+                    OR_DEVICE_NAME ": ", info.label, ": argument ", i, " is a ",
+                    tensor->device().str(), " tensor of shape ", tensor->sizes(),
                     "; only openreg tensors and 0-dim CPU inputs reach a compiled kernel");
         at::Tensor scalar = hostCopyForTask(*tensor);
         task.slots[i] = reinterpret_cast<uint64_t>(scalar.data_ptr());
@@ -118,8 +119,8 @@ void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
       }
     } else if (kind == ArgKind::Integer) {
       const int64_t* value = std::get_if<int64_t>(&arg);
-      TORCH_CHECK_TYPE(value != nullptr, "openreg: ", info.label, ": argument ", i, " must be ",
-                       kindName(kind));
+      TORCH_CHECK_TYPE(value != nullptr, OR_DEVICE_NAME ": ", info.label, ": argument ", i,
+                       " must be ", kindName(kind));
       task.slots[i] = static_cast<uint64_t>(*value);
     } else {
       double value = 0;
@@ -128,7 +129,7 @@ void CompiledKernel::launch(const std::vector<KernelArgument>& args) const {
       } else if (const int64_t* n = std::get_if<int64_t>(&arg)) {
         value = static_cast<double>(*n);
       } else {
-        TORCH_CHECK_TYPE(false, "openreg: ", info.label, ": argument ", i, " must be ",
+        TORCH_CHECK_TYPE(false, OR_DEVICE_NAME ": ", info.label, ": argument ", i, " must be ",
                          kindName(kind));
       }
       std::memcpy(&task.slots[i], &value, sizeof(value));

@@ -75,7 +75,7 @@ const char* launchName(orTaskKind kind) {
     case orTaskKindKernel:
       break;
   }
-  return "openreg::launch";
+  return OR_DEVICE_NAME "::launch";
 }
 
 // The handle of each device's default stream, whose c10 stream id is 0.
@@ -110,9 +110,9 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
     if (wanted_.empty()) return;
     recording_ = beginTaskActivity();
     if (!recording_) {
-      errors_.emplace_back(
-          "openreg: another profile is recording the device; this one records no device "
-          "activity. Stop the other profile first.");
+      errors_.emplace_back(OR_DEVICE_NAME
+                           ": another profile is recording the device; this one records no device "
+                           "activity. Stop the other profile first.");
     }
     status_ = libkineto::TraceStatus::RECORDING;
   }
@@ -150,7 +150,7 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
   void processTrace(libkineto::ActivityLogger& logger,
                     libkineto::getLinkedActivityCallback getLinkedActivity, int64_t startTime,
                     int64_t endTime) override {
-    span_ = std::make_unique<libkineto::TraceSpan>(startTime, endTime, "openreg");
+    span_ = std::make_unique<libkineto::TraceSpan>(startTime, endTime, OR_DEVICE_NAME);
     const bool launches = wanted_.count(ActivityType::PRIVATEUSE1_RUNTIME) != 0;
     uint32_t nextFlow = 1;
     for (const TaskActivity& task : tasks_) {
@@ -164,7 +164,8 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
       if (task.name != nullptr) {
         name = task.name;
       } else {
-        name = linked != nullptr ? linked->name() + " kernel" : std::string("openreg kernel");
+        name =
+            linked != nullptr ? linked->name() + " kernel" : std::string(OR_DEVICE_NAME " kernel");
       }
       auto& activity = activities_.emplace_back(*span_, type, name);
       activity.startTime = task.startNs;
@@ -198,8 +199,8 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
     }
     for (const auto& [device, streams] : rows_) {
       logger.handleDeviceInfo(
-          libkineto::DeviceInfo{device, device, "openreg:" + std::to_string(device),
-                                "openreg device " + std::to_string(device)},
+          libkineto::DeviceInfo{device, device, OR_DEVICE_NAME ":" + std::to_string(device),
+                                OR_DEVICE_NAME " device " + std::to_string(device)},
           startTime);
       for (const auto& [handle, row] : streams) {
         logger.handleResourceInfo(
@@ -258,7 +259,7 @@ class ActivityProfiler final : public libkineto::IActivityProfiler {
   }
 
  private:
-  std::string name_ = "openreg";
+  std::string name_ = OR_DEVICE_NAME;
 };
 
 // [marker: register-activity-profiler]

@@ -75,7 +75,7 @@ orError_t invalidate(Capture& c, std::string message) {
 
 orError_t invalidated(const Capture& c) {
   return fail(orErrorStreamCaptureInvalidated,
-              "openreg: the stream belongs to a capture an earlier error invalidated (" +
+              OR_DEVICE_NAME ": the stream belongs to a capture an earlier error invalidated (" +
                   c.invalid + "); end the capture (orStreamEndCapture) before using the stream");
 }
 
@@ -108,8 +108,8 @@ bool captureOpSlow(Stream& stream, StreamOp& op, bool mustComplete, orError_t* e
     *error = invalidated(*c);
   } else if (mustComplete) {
     *error = invalidate(
-        *c,
-        "openreg: an operation that must complete before its call returns (a copy to or from "
+        *c, OR_DEVICE_NAME
+        ": an operation that must complete before its call returns (a copy to or from "
         "pageable host memory, a synchronous copy or memset, a blocking launch) was issued to a "
         "stream that captures a graph, which cannot wait for it. Use pinned host memory "
         "(orMallocHost) or move the operation out of the capture.");

@@ -19,7 +19,8 @@ template <class T>
 bool read(const char* name, T& out, std::string* error) {
   const ConfigVariable* variable = findConfigVariable(name);
   const char* text = variable != nullptr ? environmentText(*variable) : nullptr;
-  if (text == nullptr) return true;
+  if (text == nullptr && variable != nullptr) text = variable->defaultValue;  // the registry's
+  if (text == nullptr) return true;  // a computed default, set by the caller
   long long number = 0;
   int choice = 0;
   *error = parseConfigText(*variable, text, &number, &choice);
@@ -55,7 +56,7 @@ std::string checkAddressSpace(const Config& config) {
   if (needed <= kAddressSpaceBudget) return {};
   const char* count = environmentText(*findConfigVariable("OPENREG_DEVICE_COUNT"));
   const char* memory = environmentText(*findConfigVariable("OPENREG_DEVICE_MEMORY"));
-  return "openreg: OPENREG_DEVICE_COUNT=" +
+  return OR_DEVICE_NAME ": OPENREG_DEVICE_COUNT=" +
          (count != nullptr ? std::string(count) : std::to_string(config.deviceCount)) +
          " devices of OPENREG_DEVICE_MEMORY=" +
          (memory != nullptr ? std::string(memory) : std::to_string(config.deviceMemory)) +

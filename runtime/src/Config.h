@@ -1,7 +1,7 @@
 // The runtime's configuration, read once from the environment at initialization, through the
 // registry of variables (Note [Configuration variables] in ConfigVariables.h); invalid values fail
 // initialization with a message naming the variable (orErrorInitializationError), never a silent
-// default. The defaults below are the registry's.
+// default. Every field's default is the registry's, applied by readConfigFromEnvironment.
 #pragma once
 
 #include <cstddef>
@@ -11,18 +11,18 @@
 namespace openreg {
 
 struct Config {
-  int deviceCount = 2;           // OPENREG_DEVICE_COUNT
+  int deviceCount = 0;           // OPENREG_DEVICE_COUNT
   std::size_t deviceMemory = 0;  // OPENREG_DEVICE_MEMORY, bytes per device
-  int streamWorkers = 1;         // OPENREG_STREAM_WORKERS, worker threads per device
-  int workerSpinMicros = 50;     // OPENREG_WORKER_SPIN_US, busy-wait before a worker or sync sleeps
+  int streamWorkers = 0;         // OPENREG_STREAM_WORKERS, worker threads per device
+  int workerSpinMicros = 0;      // OPENREG_WORKER_SPIN_US, busy-wait before a worker or sync sleeps
   bool launchBlocking = false;   // OPENREG_LAUNCH_BLOCKING, every launch completes before returning
-  bool faultHandler = true;      // OPENREG_FAULT_HANDLER, report host access to device memory
-  int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH, operations a stream holds before the host waits
+  bool faultHandler = false;     // OPENREG_FAULT_HANDLER, report host access to device memory
+  int queueDepth = 0;  // OPENREG_QUEUE_DEPTH, operations a stream holds before the host waits
   // OPENREG_OPENMP_RELEASE_US: idle time after which a worker's OpenMP helpers end, -1 never
-  int openmpReleaseMicros = 1000;
+  int openmpReleaseMicros = 0;
   // OPENREG_OPENMP_RELEASE: 0, 1 or auto, whether threads release them (OpenMpThreads.h)
   enum class OpenmpRelease { Never, Always, WhenAlone };
-  OpenmpRelease openmpRelease = OpenmpRelease::WhenAlone;
+  OpenmpRelease openmpRelease = OpenmpRelease::Never;
 };
 
 // Parses the environment into `out`. Returns "" on success, else a message naming the variable,

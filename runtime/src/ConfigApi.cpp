@@ -21,7 +21,7 @@ orError_t orConfigGetVariable(int index, orConfigVariable* variable) {
   OR_REQUIRE_NOT_NULL(variable);
   const auto variables = configVariables();
   if (index < 0 || index >= static_cast<int>(variables.size())) {
-    return fail(orErrorInvalidValue, "openreg: orConfigGetVariable: index " +
+    return fail(orErrorInvalidValue, OR_DEVICE_NAME ": orConfigGetVariable: index " +
                                          std::to_string(index) + " is not from 0 to " +
                                          std::to_string(variables.size() - 1));
   }
@@ -34,7 +34,7 @@ orError_t orConfigGetValue(const char* name, const char** value, orConfigSource*
   OR_REQUIRE_NOT_NULL(value);
   const ConfigVariable* variable = findConfigVariable(name);
   if (variable == nullptr) {
-    return fail(orErrorInvalidValue, std::string("openreg: orConfigGetValue: ") + name +
+    return fail(orErrorInvalidValue, std::string(OR_DEVICE_NAME ": orConfigGetValue: ") + name +
                                          " is not a variable of openreg's (docs/runtime.md, "
                                          "\"Configuration\")");
   }
@@ -55,6 +55,18 @@ orError_t orConfigGetValue(const char* name, const char** value, orConfigSource*
   }
   *value = text.c_str();
   return orSuccess;
+}
+
+orError_t orConfigRefuseValue(const char* name, const char* value, const char* reason) {
+  OR_REQUIRE_NOT_NULL(name);
+  OR_REQUIRE_NOT_NULL(value);
+  const ConfigVariable* variable = findConfigVariable(name);
+  if (variable == nullptr) {
+    return fail(orErrorInvalidValue, std::string(OR_DEVICE_NAME ": orConfigRefuseValue: ") + name +
+                                         " is not a variable of openreg's");
+  }
+  return fail(orErrorInvalidValue,
+              invalidValueMessage(*variable, value, reason != nullptr ? reason : ""));
 }
 
 }  // extern "C"

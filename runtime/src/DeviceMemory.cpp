@@ -15,7 +15,7 @@ namespace openreg {
 std::string DeviceMemory::map(int device, std::size_t capacity) {
   device_ = device;
   const std::size_t space = addressSpaceFor(capacity);
-  const std::string name = "openreg-device-" + std::to_string(device);
+  const std::string name = OR_DEVICE_NAME "-device-" + std::to_string(device);
   memfd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (memfd_ < 0) return "memfd_create failed: " + std::string(std::strerror(errno));
   std::string error;

@@ -65,7 +65,7 @@ orError_t orRuntimeGetVersion(int* version) {
 namespace openreg {
 
 std::string callMessage(const char* call, std::string_view what) {
-  std::string message = "openreg: ";
+  std::string message = OR_DEVICE_NAME ": ";
   message.append(call).append(": ").append(what);
   return message;
 }

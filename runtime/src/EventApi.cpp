@@ -162,7 +162,7 @@ orError_t orEventDestroy(orEvent_t handle) {
   // streams parked for ever (Note [Host-completed records]).
   if (std::shared_ptr<EventRecord> record = event->takeHost()) {
     record->completeFromHost(std::make_shared<const Failure>(
-        "openreg: an event was destroyed before the host completed its host record"));
+        OR_DEVICE_NAME ": an event was destroyed before the host completed its host record"));
   }
   return orSuccess;
 }

@@ -22,7 +22,7 @@ Executor::Executor(int device, int workers, WaitPolicy wait) : device_(device), 
   try {
     for (int i = 0; i < workers; ++i) {
       threads_.emplace_back([this, i] {
-        const std::string name = "openreg" + std::to_string(device_) + "w" + std::to_string(i);
+        const std::string name = OR_DEVICE_NAME + std::to_string(device_) + "w" + std::to_string(i);
         pthread_setname_np(pthread_self(), name.c_str());
         tOnDeviceWorker = true;  // See Note [Synchronizing inside a task]
         workerLoop();

@@ -145,10 +145,10 @@ orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path, unsigned int f
   if (flags != 0) return fail(orErrorInvalidValue, __func__, "flags must be 0");
   GraphData* data = findGraph(graph);
   if (data == nullptr) return invalidGraph(__func__, "graph");
-  std::string dot = "digraph openreg_graph {\n  label=\"openreg graph: device " +
-                    std::to_string(data->device) + ", capture " + std::to_string(data->captureId) +
-                    ", " + std::to_string(data->streamCount) +
-                    " stream(s)\";\n  node [shape=box];\n";
+  std::string dot =
+      "digraph " OR_DEVICE_NAME "_graph {\n  label=\"" OR_DEVICE_NAME " graph: device " +
+      std::to_string(data->device) + ", capture " + std::to_string(data->captureId) + ", " +
+      std::to_string(data->streamCount) + " stream(s)\";\n  node [shape=box];\n";
   std::vector<int> last(static_cast<std::size_t>(data->streamCount), -1);
   std::vector<int> lastRecord(static_cast<std::size_t>(data->streamCount), -1);
   // Appends, not `"n" + std::to_string(i)`: GCC 12 warns (-Wrestrict) on that form, wrongly.

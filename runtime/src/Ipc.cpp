@@ -134,7 +134,7 @@ orError_t notAHandle(const char* call) {
 // The exporter's table, created at the first export. Caller holds the mutex.
 orError_t ensureTableLocked(State& s) {
   if (s.table != nullptr) return orSuccess;
-  const int fd = memfd_create("openreg-ipc-exports", MFD_CLOEXEC);
+  const int fd = memfd_create(OR_DEVICE_NAME "-ipc-exports", MFD_CLOEXEC);
   if (fd < 0) {
     return fail(orErrorOutOfResources, "orIpcGetMemHandle",
                 "cannot create the export table: " + errnoText());

@@ -46,7 +46,7 @@ std::string createDevices(Runtime& rt) {
     auto d = std::make_unique<Device>();
     d->index = i;
     if (std::string error = d->memory.map(i, rt.config.deviceMemory); !error.empty()) {
-      return "openreg: cannot set up device " + std::to_string(i) + ": " + error;
+      return OR_DEVICE_NAME ": cannot set up device " + std::to_string(i) + ": " + error;
     }
     devices.push_back(std::move(d));
   }
@@ -55,7 +55,7 @@ std::string createDevices(Runtime& rt) {
       d->executor = std::make_unique<Executor>(d->index, rt.config.streamWorkers, waitPolicy());
     }
   } catch (const std::exception& e) {
-    return std::string("openreg: cannot start the device workers: ") + e.what() +
+    return std::string(OR_DEVICE_NAME ": cannot start the device workers: ") + e.what() +
            " (lower OPENREG_STREAM_WORKERS or OPENREG_DEVICE_COUNT)";
   }
   for (auto& d : devices) {
@@ -79,8 +79,8 @@ orError_t initializeSlow(State wanted) {
       return fail(orErrorInitializationError, gInitError);
     case State::ForkedChild:
       if (wanted == State::Configured) return orSuccess;
-      return fail(orErrorInitializationError,
-                  "openreg: cannot re-initialize the runtime in a forked subprocess: it was "
+      return fail(orErrorInitializationError, OR_DEVICE_NAME
+                  ": cannot re-initialize the runtime in a forked subprocess: it was "
                   "initialized in the parent, whose device workers the child does not have. Use "
                   "the 'spawn' start method to use openreg devices in a subprocess.");
     case State::Uninitialized: {

@@ -1,5 +1,7 @@
 #include "Stream.h"
 
+#include <cstdio>
+
 #include "Event.h"
 #include "Executor.h"
 #include "HandleTable.h"
@@ -10,7 +12,9 @@ namespace openreg {
 
 std::string Stream::name() const {
   const std::uint32_t number = isDefault_ ? 0 : HandleTable<Stream>::slotNumber(handle_);
-  return "openreg:" + std::to_string(device_) + " stream " + std::to_string(number);
+  char name[64];
+  std::snprintf(name, sizeof name, OR_STREAM_NAME_FORMAT, device_, number);
+  return name;
 }
 
 Stream::Stream(int device, int priority, bool isDefault, Executor& executor, StreamLimits limits)
@@ -180,9 +184,10 @@ void Stream::runTask(Task& task, FailureRef* outcome) {
     if (watched) poison.clearCovered(accesses);
     return;
   }
-  const FailureRef failure = std::make_shared<const Failure>(
-      "openreg: a task failed on device " + std::to_string(device_) + ": " + context.message,
-      context.category);
+  const FailureRef failure =
+      std::make_shared<const Failure>(OR_DEVICE_NAME ": a task failed on device " +
+                                          std::to_string(device_) + ": " + context.message,
+                                      context.category);
   if (!watched) task.accesses(accesses);
   poison.poisonWrites(accesses, failure);
   if (outcome != nullptr) *outcome = failure;

@@ -32,8 +32,9 @@ namespace openreg {
 // Note [Stream priority index]
 // Stream priorities follow CUDA's convention: a lower number is a higher priority, and 0, the
 // default, is the lowest. Where streams are kept one list per priority (the Executor's ready
-// queues here, the stream pools of the PyTorch layer in csrc/core/Stream.cpp), the list's index
-// is -priority, as in CUDA's pools (c10/cuda/CUDAStream.cpp): [0] priority 0, [1] priority -1.
+// queues here, the stream pools of the PyTorch layer in csrc/core/OpenRegStream.cpp), the list's
+// index is -priority, as in CUDA's pools (c10/cuda/CUDAStream.cpp): [0] priority 0, [1] priority
+// -1.
 constexpr int kLeastStreamPriority = 0;
 constexpr int kGreatestStreamPriority = -1;
 constexpr int kStreamPriorityCount = kLeastStreamPriority - kGreatestStreamPriority + 1;
@@ -56,8 +57,8 @@ struct StreamOp {
 // What a stream needs of the runtime's configuration, given at construction so that the stream
 // depends on no global state.
 struct StreamLimits {
-  int queueDepth = 8192;  // OPENREG_QUEUE_DEPTH: Note [Bounded queues] in Stream.cpp
-  WaitPolicy wait;        // how the worker waits for work and the host for the stream (Spin.h)
+  int queueDepth = 0;  // OPENREG_QUEUE_DEPTH: Note [Bounded queues] in Stream.cpp
+  WaitPolicy wait;     // how the worker waits for work and the host for the stream (Spin.h)
 };
 
 // A host thread's wait for device work (Stream::waitFor, EventRecord::wait), counted for
@@ -73,8 +74,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int priority() const { return priority_; }
   bool isDefault() const { return isDefault_; }
   std::uint64_t handle() const { return handle_; }
-  // How messages name the stream: "openreg:<device> stream <n>", n 0 for the default stream, else
-  // its handle's slot number (HandleTable::slotNumber), as the PyTorch layer names it too.
+  // How messages name the stream (OR_STREAM_NAME_FORMAT): its number is 0 for the default stream,
+  // else its handle's slot number (HandleTable::slotNumber).
   std::string name() const;
   void setHandle(std::uint64_t handle) { handle_ = handle; }
   // Set by orStreamDestroy; the device forgets the stream once it has drained.

@@ -197,6 +197,20 @@ TEST(DeviceConfig, TheRegistryDeclaresEachVariableAndReportsItsValue) {
   EXPECT_STREQ(orGetLastErrorMessage(),
                "openreg: invalid OPENREG_FALLBACK='sometimes': expected allow, warn or error.");
   unsetenv("OPENREG_FALLBACK");
+
+  // A layer that parses its variable itself refuses a value in the same format, with its reason.
+  EXPECT_EQ(orConfigRefuseValue("OPENREG_FAULT_INJECTION", "oom=3", "'oom=3' is not an option"),
+            orErrorInvalidValue);
+  EXPECT_STREQ(
+      orGetLastErrorMessage(),
+      "openreg: invalid OPENREG_FAULT_INJECTION='oom=3': 'oom=3' is not an option; expected "
+      "comma-separated oom_at=, kernel_at=, lose_device=.");
+  EXPECT_EQ(orConfigRefuseValue("OPENREG_QUEUE_DEPTH", "0", nullptr), orErrorInvalidValue);
+  EXPECT_STREQ(orGetLastErrorMessage(),
+               "openreg: invalid OPENREG_QUEUE_DEPTH='0': expected an integer from 1 to 16777216.");
+  EXPECT_EQ(orConfigRefuseValue("OPENREG_NO_SUCH", "0", nullptr), orErrorInvalidValue);
+  EXPECT_NE(std::strstr(orGetLastErrorMessage(), "OPENREG_NO_SUCH is not a variable"), nullptr);
+  EXPECT_EQ(orConfigRefuseValue("OPENREG_QUEUE_DEPTH", nullptr, nullptr), orErrorInvalidValue);
 }
 
 TEST(DeviceFork, ChildForkedAfterInitGetsAClearError) {

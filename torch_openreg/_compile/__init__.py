@@ -35,6 +35,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .._C import DEVICE_NAME
 from .._compat import torch_before
 
 
@@ -45,11 +46,11 @@ def _register_dynamo() -> None:
     from . import backend
     from .device_interface import OpenRegInterface
 
-    register_interface_for_device("openreg", OpenRegInterface)
+    register_interface_for_device(DEVICE_NAME, OpenRegInterface)
     for index in range(OpenRegInterface.device_count()):
         register_interface_for_device(f"openreg:{index}", OpenRegInterface)
-    if "openreg" not in _COMPILER_FNS:
-        register_backend(backend.openreg, name="openreg")
+    if DEVICE_NAME not in _COMPILER_FNS:
+        register_backend(backend.openreg, name=DEVICE_NAME)
 
 
 def _register_device_op_overrides() -> None:

@@ -18,6 +18,7 @@ from torch._dynamo.device_interface import (
 )
 
 from .. import _C
+from .._C import DEVICE_NAME
 from ..openreg import _index
 
 
@@ -46,8 +47,8 @@ def _device_index(device: Any) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != "openreg":
-            raise ValueError(f"openreg: expected an openreg device, got {device}")
+        if device.type != DEVICE_NAME:
+            raise ValueError(f"{DEVICE_NAME}: expected an openreg device, got {device}")
         return device.index if device.index is not None else torch.openreg.current_device()
     return torch.openreg.current_device() if device is None else int(device)
 
@@ -64,22 +65,22 @@ class OpenRegInterface(DeviceInterface):
 
         @staticmethod
         def set_device(device: int) -> None:
-            caching_worker_current_devices["openreg"] = device
+            caching_worker_current_devices[DEVICE_NAME] = device
 
         @staticmethod
         def current_device() -> int:
-            if "openreg" in caching_worker_current_devices:
-                return caching_worker_current_devices["openreg"]
+            if DEVICE_NAME in caching_worker_current_devices:
+                return caching_worker_current_devices[DEVICE_NAME]
             return torch.openreg.current_device()
 
         @staticmethod
         def get_device_properties(device: Any = None) -> DeviceProperties:
             index = OpenRegInterface.Worker.current_device() if device is None else _device_index(device)
-            if "openreg" not in caching_worker_device_properties:
-                caching_worker_device_properties["openreg"] = [
+            if DEVICE_NAME not in caching_worker_device_properties:
+                caching_worker_device_properties[DEVICE_NAME] = [
                     _properties(i) for i in range(torch.openreg.device_count())
                 ]
-            return caching_worker_device_properties["openreg"][index]
+            return caching_worker_device_properties[DEVICE_NAME][index]
 
     current_device = staticmethod(torch.openreg.current_device)
     set_device = staticmethod(torch.openreg.set_device)
@@ -130,13 +131,12 @@ class OpenRegInterface(DeviceInterface):
 
     @staticmethod
     def raise_if_triton_unavailable(device: Any = None) -> None:
-        raise RuntimeError("openreg: Triton has no openreg backend; Inductor compiles C++ kernels for openreg")
+        raise RuntimeError(f"{DEVICE_NAME}: Triton has no openreg backend; Inductor compiles C++ kernels for openreg")
 
 
 def get_raw_stream(device_idx: int) -> int:
     """What generated wrappers import as `get_raw_stream` for openreg (OpenRegDeviceOpOverrides)."""
     return OpenRegInterface.get_raw_stream(device_idx)
-
 
 
 from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])

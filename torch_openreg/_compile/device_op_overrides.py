@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
 
+from .._C import DEVICE_NAME
+
 
 # [marker: device-op-overrides]
 class OpenRegDeviceOpOverrides(DeviceOpOverrides):
@@ -30,7 +32,7 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
 
 
 def register() -> None:
-    register_device_op_overrides("openreg", OpenRegDeviceOpOverrides())
+    register_device_op_overrides(DEVICE_NAME, OpenRegDeviceOpOverrides())
 
 
 from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])

@@ -18,6 +18,7 @@ from torch._inductor.codegen.common import register_backend_for_device
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
+from .._C import DEVICE_NAME
 from . import kernel as _kernel
 
 _BINDING = "async_compile.cpp_pybinding("
@@ -67,7 +68,7 @@ class _OpenRegWrapperMixin:
         entry, params = _kernel.parse_signature(source)
         if len(params) != len(argtypes):
             raise RuntimeError(
-                f"openreg: kernel {kernel_name} declares {len(params)} parameters but Inductor passes "
+                f"{DEVICE_NAME}: kernel {kernel_name} declares {len(params)} parameters but Inductor passes "
                 f"{len(argtypes)} arguments"
             )
         kinds = [int(_kernel.arg_kind(ctype, name)) for ctype, name in params]
@@ -84,11 +85,10 @@ class _OpenRegWrapperMixin:
         # PythonWrapperCodegen accepts C++ (non-Triton) kernel calls only for "cpu" and "mps"
         # (torch/_inductor/codegen/wrapper.py, `device {device.type} nyi`). An openreg kernel is
         # called the same way: its launcher takes the arguments the CPU binding would.
-        if not triton and device is not None and device.type == "openreg":
+        if not triton and device is not None and device.type == DEVICE_NAME:
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # type: ignore[attr-defined]
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)  # type: ignore[misc]
-
 
     def make_allocation(self, name: str, device: torch.device, *args: Any, **kwargs: Any) -> str:
         # Inductor enters a device guard around a graph's kernels only for GPU types
@@ -96,8 +96,8 @@ class _OpenRegWrapperMixin:
         # the current device. An openreg graph names its device's index instead, so a graph
         # compiled for openreg:1 allocates there whatever device is current.
         line = super().make_allocation(name, device, *args, **kwargs)  # type: ignore[misc]
-        if device.type == "openreg" and device.index is not None:
-            line = line.replace("device='openreg'", f"device='openreg:{device.index}'")
+        if device.type == DEVICE_NAME and device.index is not None:
+            line = line.replace(f"device='{DEVICE_NAME}'", f"device='{DEVICE_NAME}:{device.index}'")
         return line
 
 
@@ -129,7 +129,7 @@ class OpenRegScheduling(CppScheduling):
 def register() -> None:
     from . import config
 
-    register_backend_for_device("openreg", OpenRegScheduling, OpenRegWrapperCodegen, device_custom_config=config)
+    register_backend_for_device(DEVICE_NAME, OpenRegScheduling, OpenRegWrapperCodegen, device_custom_config=config)
 
 
 from . import ready  # noqa: E402  (Note [Registration when Dynamo and Inductor load])

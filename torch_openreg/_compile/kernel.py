@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from torch._inductor.codecache import CodeCacheFuture, LambdaFuture
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 TRAMPOLINE = "openreg_trampoline"
 
@@ -36,7 +37,7 @@ def parse_signature(source: str) -> tuple[str, list[tuple[str, str]]]:
     the last `extern "C" void name(...)`, as Inductor's CppScheduling.define_kernel finds it."""
     matches = list(_SIGNATURE.finditer(source))
     if not matches:
-        raise RuntimeError('openreg: found no extern "C" entry function in a kernel Inductor generated')
+        raise RuntimeError(f'{DEVICE_NAME}: found no extern "C" entry function in a kernel Inductor generated')
     entry, params = matches[-1].group(1), matches[-1].group(2)
     parsed = []
     for param in filter(None, (p.strip() for p in params.split(","))):
@@ -89,7 +90,9 @@ def launcher(compile_kernel: Callable[[], Any], kinds: list[int], name: str, gra
     raises naming itself and its graph, with the compiler's error chained."""
 
     def failed(error: Exception) -> NoReturn:
-        raise RuntimeError(f"openreg: compiled kernel {name} of graph {graph} failed to build: {error}") from error
+        raise RuntimeError(
+            f"{DEVICE_NAME}: compiled kernel {name} of graph {graph} failed to build: {error}"
+        ) from error
 
     def make(loaded: Any) -> Any:
         # The binding is a function of the extension module Inductor loaded from the library.

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._C import DEVICE_NAME
+
 _original_is_cpu: Any = None
 
 
 def _is_cpu_or_openreg(self: Any) -> bool:
     device = self.get_device()
-    return device is not None and device.type in ("cpu", "openreg")
+    return device is not None and device.type in ("cpu", DEVICE_NAME)
 
 
 _original_get_current_backend: Any = None
@@ -54,7 +56,7 @@ def _get_current_backend(device_type: str | None = None) -> str:
 
     if not device_type:
         device_type = V.graph.get_current_device_or_throw().type
-    if device_type == "openreg":
+    if device_type == DEVICE_NAME:
         return inductor_config.cpu_backend
     return _original_get_current_backend(device_type)
 

@@ -3,6 +3,7 @@
 // (HANDLE_TH_ERRORS), so c10 errors arrive as the matching Python exception
 // (torch.OutOfMemoryError, RuntimeError, ...) without a C++ backtrace.
 #include <ATen/Context.h>
+#include <openreg/runtime.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -20,9 +21,9 @@
 #include "core/FaultInjection.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
-#include "core/Graph.h"
-#include "core/Ipc.h"
-#include "core/Stream.h"
+#include "core/GraphImpl.h"
+#include "core/OpenRegStream.h"
+#include "core/SharedStorage.h"
 #include "core/allocator/AllocatorConfig.h"
 #include "core/allocator/DeviceAllocator.h"
 #include "core/allocator/MemoryHistory.h"
@@ -218,6 +219,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy",
         translated(+[](int policy) { return openreg::engine::setThreadFallbackPolicy(policy); }));
   m.def("_runtime_version", translated(+[] { return openreg::runtimeVersion(); }));
+  // The device's name (OR_DEVICE_NAME): the package reads it here, so it is written once.
+  m.attr("DEVICE_NAME") = OR_DEVICE_NAME;
   // The registry of environment variables (Note [Configuration variables]).
   m.def("_config_variables", translated(+[] {
           py::list out;
@@ -225,12 +228,16 @@ PYBIND11_MODULE(_C, m) {
             out.append(py::make_tuple(v.name, v.reader, v.defaultValue, v.accepted, v.meaning));
           return out;
         }));
+  m.def("_refuse_config_value", translated(+[](const std::string& name, const std::string& value,
+                                               const std::string& reason) {
+          openreg::refuseConfigValue(name.c_str(), value, reason);
+        }));
   m.def("_config_value", translated(+[](const std::string& name) {
           bool fromEnvironment = false;
           std::string value = openreg::configValue(name.c_str(), &fromEnvironment);
           return py::make_tuple(value, fromEnvironment);
         }));
-  // Sharing between processes (core/Ipc.h, torch_openreg/openreg/ipc.py).
+  // Sharing between processes (core/SharedStorage.h, torch_openreg/openreg/ipc.py).
   m.def("_ipc_share_storage", translated(+[](py::object storage) {
           const auto s = openreg::ipc::shareStorage(torch::createStorage(storage.ptr()));
           return py::make_tuple(py::bytes(s.handle), s.offset, s.nbytes);

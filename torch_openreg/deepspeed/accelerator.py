@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from deepspeed.accelerator.abstract_accelerator import DeepSpeedAccelerator
 
-_NAME = "openreg"
+from .._C import DEVICE_NAME
 
 
 def _constructor(dtype: torch.dtype) -> property:
     """A property giving `torch.tensor` for `dtype` on openreg, as DeepSpeed's FloatTensor and kin."""
-    return property(lambda self: functools.partial(torch.tensor, dtype=dtype, device=_NAME))
+    return property(lambda self: functools.partial(torch.tensor, dtype=dtype, device=DEVICE_NAME))
 
 
 # [marker: deepspeed-accelerator]
@@ -26,9 +26,9 @@ class OpenRegAccelerator(DeepSpeedAccelerator):
 
     def __init__(self) -> None:
         super().__init__()
-        self._name = _NAME
+        self._name = DEVICE_NAME
         self._communication_backend_name = "occl"
-        self._compile_backend = "openreg"  # torch.compile's backend for the device (docs/compile.md)
+        self._compile_backend = DEVICE_NAME  # torch.compile's backend for the device (docs/compile.md)
 
     # Execution model: asynchronous streams, like CUDA's, so DeepSpeed times with events and
     # orders work with streams instead of assuming each call has finished.
@@ -46,10 +46,10 @@ class OpenRegAccelerator(DeepSpeedAccelerator):
 
     # Devices
     def device_name(self, device_index: int | None = None) -> str:
-        return _NAME if device_index is None else f"{_NAME}:{device_index}"
+        return DEVICE_NAME if device_index is None else f"{DEVICE_NAME}:{device_index}"
 
     def device(self, device_index: int | None = None) -> torch.device:
-        return torch.device(_NAME, device_index)
+        return torch.device(DEVICE_NAME, device_index)
 
     def set_device(self, device_index: int) -> None:
         torch.openreg.set_device(device_index)
@@ -74,10 +74,10 @@ class OpenRegAccelerator(DeepSpeedAccelerator):
         return torch.random
 
     def set_rng_state(self, new_state: torch.Tensor, device_index: int | None = None) -> None:
-        torch.openreg.set_rng_state(new_state, _NAME if device_index is None else device_index)
+        torch.openreg.set_rng_state(new_state, DEVICE_NAME if device_index is None else device_index)
 
     def get_rng_state(self, device_index: int | None = None) -> torch.Tensor:
-        return torch.openreg.get_rng_state(_NAME if device_index is None else device_index)
+        return torch.openreg.get_rng_state(DEVICE_NAME if device_index is None else device_index)
 
     def manual_seed(self, seed: int) -> None:
         torch.openreg.manual_seed(seed)
@@ -200,7 +200,7 @@ class OpenRegAccelerator(DeepSpeedAccelerator):
     LongTensor = _constructor(torch.long)
 
     def on_accelerator(self, tensor: torch.Tensor) -> bool:
-        return tensor.device.type == _NAME
+        return tensor.device.type == DEVICE_NAME
 
     # Op builders: none (see the class note).
     def op_builder_dir(self) -> str:

@@ -9,6 +9,8 @@ from lightning.pytorch.accelerators import Accelerator
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
+from .._C import DEVICE_NAME
+
 
 def _parse_devices(devices: int | str | list[int] | tuple[int, ...]) -> list[int]:
     """Device indices from Trainer's `devices`: a count (-1 or "auto": all), a string of a count or of
@@ -24,7 +26,7 @@ def _parse_devices(devices: int | str | list[int] | tuple[int, ...]) -> list[int
             return list(range(count))
         if not 0 < devices <= count:
             raise MisconfigurationException(
-                f"Trainer(accelerator='openreg', devices={devices}): this process has {count} openreg devices "
+                f"Trainer(accelerator='{DEVICE_NAME}', devices={devices}): this process has {count} openreg devices "
                 "(OPENREG_DEVICE_COUNT)"
             )
         return list(range(devices))
@@ -32,7 +34,7 @@ def _parse_devices(devices: int | str | list[int] | tuple[int, ...]) -> list[int
     wrong = [index for index in indices if not 0 <= index < count]
     if wrong or not indices:
         raise MisconfigurationException(
-            f"Trainer(accelerator='openreg', devices={list(devices)}): valid indices are 0..{count - 1}"
+            f"Trainer(accelerator='{DEVICE_NAME}', devices={list(devices)}): valid indices are 0..{count - 1}"
         )
     return indices
 
@@ -47,9 +49,9 @@ class OpenRegAccelerator(Accelerator):
     failing in torch.cuda."""
 
     def setup_device(self, device: torch.device) -> None:
-        if device.type != "openreg":
+        if device.type != DEVICE_NAME:
             raise MisconfigurationException(
-                f"Trainer(accelerator='openreg') got the device {device} from its strategy: Lightning chooses "
+                f"Trainer(accelerator='{DEVICE_NAME}') got the device {device} from its strategy: Lightning chooses "
                 "SingleDeviceStrategy('cpu') for accelerators it does not know. Pass strategy='openreg_single' "
                 "(one device) or strategy='openreg_ddp' (several) after `import torch_openreg.lightning`."
             )
@@ -63,7 +65,7 @@ class OpenRegAccelerator(Accelerator):
         strategy = trainer.strategy
         if isinstance(strategy, DDPStrategy) and not isinstance(strategy, OpenRegDDPStrategy):
             raise MisconfigurationException(
-                f"Trainer(accelerator='openreg') cannot run Lightning's {type(strategy).__name__}: it builds "
+                f"Trainer(accelerator='{DEVICE_NAME}') cannot run Lightning's {type(strategy).__name__}: it builds "
                 "DistributedDataParallel inside a CUDA stream. Pass strategy='openreg_ddp' (or "
                 "'openreg_ddp_spawn') after `import torch_openreg.lightning`."
             )
@@ -83,7 +85,7 @@ class OpenRegAccelerator(Accelerator):
 
     @staticmethod
     def get_parallel_devices(devices: Any) -> list[torch.device]:
-        return [torch.device("openreg", index) for index in _parse_devices(devices)]
+        return [torch.device(DEVICE_NAME, index) for index in _parse_devices(devices)]
 
     @staticmethod
     def auto_device_count() -> int:
@@ -95,7 +97,7 @@ class OpenRegAccelerator(Accelerator):
 
     @staticmethod
     def name() -> str:
-        return "openreg"
+        return DEVICE_NAME
 
     @classmethod
     def register_accelerators(cls, accelerator_registry: Any) -> None:

@@ -7,6 +7,8 @@ from typing import Literal
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
+from .._C import DEVICE_NAME
+
 
 # [marker: lightning-precision]
 class OpenRegPrecision(MixedPrecision):
@@ -21,13 +23,13 @@ class OpenRegPrecision(MixedPrecision):
         scaler: torch.amp.GradScaler | None = None,
     ) -> None:
         if scaler is None and precision == "16-mixed":
-            scaler = torch.amp.GradScaler("openreg")
-        super().__init__(precision, device="openreg", scaler=scaler)
+            scaler = torch.amp.GradScaler(DEVICE_NAME)
+        super().__init__(precision, device=DEVICE_NAME, scaler=scaler)
 
 
 def on_openreg(plugin: Precision | None) -> Precision | None:
     """The plugin an openreg strategy uses for `plugin`: Lightning's autocast plugin made for another
     device becomes OpenRegPrecision with the same precision; every other plugin is kept."""
-    if type(plugin) is MixedPrecision and plugin.device != "openreg":
+    if type(plugin) is MixedPrecision and plugin.device != DEVICE_NAME:
         return OpenRegPrecision(plugin.precision)
     return plugin

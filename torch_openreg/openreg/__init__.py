@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from .._C import DEVICE_NAME
 from . import amp, debug, graphs as _graphs, ledger as _ledger, memory as _memory, meta as _meta, random as _random  # noqa: F401  (meta registers kernels)
 from .graphs import *  # noqa: F403  (listed in graphs.__all__)
 from .ipc import *  # noqa: F403  (listed in ipc.__all__; registers the storage reducer)
@@ -49,7 +50,7 @@ def _lazy_init() -> None:
         if _C._is_in_bad_fork():
             # torch.cuda's words with CUDA's name replaced, as the in-tree reference has them.
             raise RuntimeError(
-                "openreg: Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with "
+                f"{DEVICE_NAME}: Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with "
                 "multiprocessing, you must use the 'spawn' start method"
             )
         _C._init()
@@ -87,12 +88,12 @@ def _index(device: _device_t, optional: bool = True) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != "openreg":
-            raise ValueError(f"openreg: expected an openreg device, got '{device}'")
+        if device.type != DEVICE_NAME:
+            raise ValueError(f"{DEVICE_NAME}: expected an openreg device, got '{device}'")
         return current_device() if device.index is None else device.index
     if isinstance(device, int):
         return device
-    raise TypeError(f"openreg: expected a device index, string or torch.device, got {type(device).__name__}")
+    raise TypeError(f"{DEVICE_NAME}: expected a device index, string or torch.device, got {type(device).__name__}")
 
 
 def current_device() -> int:
@@ -175,7 +176,7 @@ def can_device_access_peer(device: _device_t, peer: _device_t) -> bool:
     index, peer_index = _index(device), _index(peer)
     for name, value in (("device", index), ("peer", peer_index)):
         if not 0 <= value < count:
-            raise AssertionError(f"openreg: invalid {name} id {value} (device_count() is {count})")
+            raise AssertionError(f"{DEVICE_NAME}: invalid {name} id {value} (device_count() is {count})")
     return True
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Literal
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 
 def _record_memory_history(
@@ -34,16 +35,18 @@ def _record_memory_history(
     """
     del device  # recording covers every device, as one allocator history
     if enabled not in ("state", "all", None):
-        raise ValueError(f"openreg: _record_memory_history: enabled must be 'state', 'all' or None, got {enabled!r}")
+        raise ValueError(
+            f"{DEVICE_NAME}: _record_memory_history: enabled must be 'state', 'all' or None, got {enabled!r}"
+        )
     if stacks not in ("python", "all"):
-        raise ValueError(f"openreg: _record_memory_history: stacks must be 'python' or 'all', got {stacks!r}")
+        raise ValueError(f"{DEVICE_NAME}: _record_memory_history: stacks must be 'python' or 'all', got {stacks!r}")
     if enabled is not None and context != "all":
         raise ValueError(
-            f"openreg: _record_memory_history: context={context!r} is not supported; openreg records "
+            f"{DEVICE_NAME}: _record_memory_history: context={context!r} is not supported; openreg records "
             "the stack of every event (context='all')"
         )
     if max_entries < 0:
-        raise ValueError(f"openreg: _record_memory_history: max_entries must be >= 0, got {max_entries}")
+        raise ValueError(f"{DEVICE_NAME}: _record_memory_history: max_entries must be >= 0, got {max_entries}")
     if clear_history:
         _C._clear_memory_history()
     if enabled is None:

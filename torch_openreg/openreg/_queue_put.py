@@ -30,6 +30,8 @@ from multiprocessing.reduction import ForkingPickler
 
 import torch
 
+from .._C import DEVICE_NAME
+
 _forked_after_init = False
 
 
@@ -41,7 +43,7 @@ def _note_fork() -> None:
 
 def _holds_openreg(obj, depth: int = 0) -> bool:
     if isinstance(obj, (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)):
-        return obj.device.type == "openreg"
+        return obj.device.type == DEVICE_NAME
     if depth < 2 and isinstance(obj, (tuple, list)):
         return any(_holds_openreg(item, depth + 1) for item in obj)
     if depth < 2 and isinstance(obj, dict):
@@ -78,7 +80,7 @@ def _patched(original):
         if _holds_openreg(obj):
             if _forked_after_init and _made_by_fork_context(self):
                 raise RuntimeError(
-                    "openreg: cannot put openreg tensors on a queue of the 'fork' start method "
+                    f"{DEVICE_NAME}: cannot put openreg tensors on a queue of the 'fork' start method "
                     "after openreg was initialized and this process forked: a forked child cannot "
                     "use the device. Create the queue and the processes with "
                     "torch.multiprocessing.get_context('spawn')."

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .._C import DEVICE_NAME
+
 __all__ = ["GradScaler", "autocast"]
 
 
@@ -23,7 +25,7 @@ class autocast(torch.amp.autocast):
         dtype: torch.dtype | None = None,
         cache_enabled: bool = True,
     ) -> None:
-        super().__init__("openreg", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        super().__init__(DEVICE_NAME, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 
 class GradScaler(torch.amp.GradScaler):
@@ -37,4 +39,4 @@ class GradScaler(torch.amp.GradScaler):
         growth_interval: int = 2000,
         enabled: bool = True,
     ) -> None:
-        super().__init__("openreg", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+        super().__init__(DEVICE_NAME, init_scale, growth_factor, backoff_factor, growth_interval, enabled)

@@ -1,6 +1,6 @@
 """Graphs of `torch.openreg`, named as `torch.cuda` names them.
 
-`Graph` is `torch.accelerator.Graph` (the backend's implementation is `csrc/core/Graph.cpp`) with
+`Graph` is `torch.accelerator.Graph` (the backend's implementation is `csrc/core/GraphImpl.cpp`) with
 `torch.cuda.CUDAGraph`'s `capture_begin(pool=None, capture_error_mode="global")`; `graph` is the
 context manager `torch.cuda.graph` is. See docs/graphs.md.
 """

@@ -5,7 +5,7 @@ by a DataLoader worker reaches the other process as the same device memory, not 
 tensor reducer hands an openreg tensor's storage to the storage reducer registered for
 `torch.UntypedStorage` with `ForkingPickler`; PyTorch's own handles only the CPU, CUDA and meta,
 so this module registers one that shares openreg storages and passes every other device to
-PyTorch's. See Note [Sharing storages between processes] in csrc/core/Ipc.h.
+PyTorch's. See Note [Sharing storages between processes] in csrc/core/SharedStorage.h.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 from torch.multiprocessing import reductions as _torch_reductions
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 __all__ = ["ipc_collect"]
 
@@ -38,7 +39,7 @@ def _rebuild_storage(handle: bytes, offset: int, nbytes: int) -> torch.UntypedSt
 
 
 def _rebuild_empty_storage(device_index: int) -> torch.UntypedStorage:
-    return torch.UntypedStorage(0, device=torch.device("openreg", device_index))
+    return torch.UntypedStorage(0, device=torch.device(DEVICE_NAME, device_index))
 
 
 def _raise_unshareable(message: str) -> None:
@@ -51,7 +52,7 @@ _FEEDER_THREAD = "QueueFeederThread"
 
 # [marker: storage-reducer]
 def _reduce_storage(storage: torch.UntypedStorage):
-    if storage.device.type != "openreg":
+    if storage.device.type != DEVICE_NAME:
         return _torch_reductions.reduce_storage(storage)
     if storage.nbytes() == 0:
         return (_rebuild_empty_storage, (storage.device.index,))
@@ -59,7 +60,7 @@ def _reduce_storage(storage: torch.UntypedStorage):
         handle, offset, nbytes = _C._ipc_share_storage(storage)
     except Exception as error:  # noqa: BLE001  (a pending task failure has the CPU's exception type)
         message = (
-            f"openreg: cannot share a {storage.nbytes()}-byte storage on {storage.device} "
+            f"{DEVICE_NAME}: cannot share a {storage.nbytes()}-byte storage on {storage.device} "
             f"with another process: {error}"
         )
         # Pickled in the caller's thread (Queue.put, see Note [Sharing fails at put, not in the

@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Iterator
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 _POLICIES = {"allow": 0, "warn": 1, "error": 2}
 
@@ -47,7 +48,7 @@ def count_paths() -> Iterator[dict[str, int]]:
 def fallback_policy(policy: str) -> Iterator[None]:
     """Inside the block, a copying fallback on this thread is allowed, warns, or raises."""
     if policy not in _POLICIES:
-        raise ValueError(f"openreg: fallback policy must be one of {sorted(_POLICIES)}, got {policy!r}")
+        raise ValueError(f"{DEVICE_NAME}: fallback policy must be one of {sorted(_POLICIES)}, got {policy!r}")
     previous = _C._set_fallback_policy(_POLICIES[policy])
     try:
         yield
@@ -81,8 +82,12 @@ def _canonical(op: str) -> str:
 
 # [marker: copying-ops-env]
 def _route_from_environment() -> None:
-    for op in filter(None, _C._config_value("OPENREG_COPYING_OPS")[0].split(",")):
-        _C._route_to_copying_fallback(op.strip())
+    value = _C._config_value("OPENREG_COPYING_OPS")[0]
+    for op in filter(None, value.split(",")):
+        try:
+            _C._route_to_copying_fallback(op.strip())
+        except ValueError:
+            _C._refuse_config_value("OPENREG_COPYING_OPS", value, f"no aten operator named {op.strip()!r}")
 
 
 _route_from_environment()

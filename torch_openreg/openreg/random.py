@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 
 def _index(device: Any) -> int:
@@ -31,7 +32,7 @@ default_generators: tuple[torch.Generator, ...] = tuple(
 )
 
 
-def get_rng_state(device: Any = "openreg") -> torch.Tensor:
+def get_rng_state(device: Any = DEVICE_NAME) -> torch.Tensor:
     """The generator state of `device` as a CPU ByteTensor."""
     return _generator(device).get_state()
 
@@ -40,7 +41,7 @@ def get_rng_state_all() -> list[torch.Tensor]:
     return [get_rng_state(i) for i in range(torch.openreg.device_count())]
 
 
-def set_rng_state(new_state: torch.Tensor, device: Any = "openreg") -> None:
+def set_rng_state(new_state: torch.Tensor, device: Any = DEVICE_NAME) -> None:
     _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
 
 

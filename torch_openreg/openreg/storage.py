@@ -13,6 +13,8 @@ import torch
 from torch._utils import classproperty
 from torch.storage import _dtype_to_storage_type_map, _LegacyStorage, _warn_typed_storage_removal
 
+from .._C import DEVICE_NAME
+
 
 class _OpenRegLegacyStorage(_LegacyStorage):
     """What no device storage can do: wrap a host buffer or a shared-memory file."""
@@ -20,17 +22,20 @@ class _OpenRegLegacyStorage(_LegacyStorage):
     @classmethod
     def from_buffer(cls, *args, **kwargs):
         _warn_typed_storage_removal()
-        raise RuntimeError("openreg: from_buffer is not available for openreg storages; make a CPU "
-                           "storage and move it with .to('openreg')")
+        raise RuntimeError(
+            f"{DEVICE_NAME}: from_buffer is not available for openreg storages; make a CPU "
+            f"storage and move it with .to('{DEVICE_NAME}')"
+        )
 
     @classmethod
     def _new_with_weak_ptr(cls, *args, **kwargs):
-        raise RuntimeError("openreg: _new_with_weak_ptr is not available for openreg storages")
+        raise RuntimeError(f"{DEVICE_NAME}: _new_with_weak_ptr is not available for openreg storages")
 
     @classmethod
     def _new_shared_filename(cls, manager, obj, size, *, device=None, dtype=None):
-        raise RuntimeError("openreg: storages are shared with torch.openreg IPC handles, not files "
-                           "(docs/ipc.md)")
+        raise RuntimeError(
+            f"{DEVICE_NAME}: storages are shared with torch.openreg IPC handles, not files (docs/ipc.md)"
+        )
 
 
 def _make(name: str, dtype: torch.dtype) -> type:
@@ -38,11 +43,15 @@ def _make(name: str, dtype: torch.dtype) -> type:
         _warn_typed_storage_removal()
         return dtype
 
-    cls = type(name, (_OpenRegLegacyStorage,), {
-        "dtype": classproperty(dtype_property),
-        "_dtype": classproperty(lambda self: dtype),
-        "__module__": "torch.openreg",
-    })
+    cls = type(
+        name,
+        (_OpenRegLegacyStorage,),
+        {
+            "dtype": classproperty(dtype_property),
+            "_dtype": classproperty(lambda self: dtype),
+            "__module__": "torch.openreg",
+        },
+    )
     torch._storage_classes.add(cls)
     return cls
 

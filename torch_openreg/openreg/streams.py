@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from .._C import DEVICE_NAME
 
 
 def _device_index(device: Any) -> int:
@@ -39,7 +40,7 @@ class Stream(torch.Stream):
 
         _lazy_init()
         index = _device_index(device)
-        return super().__new__(cls, device=torch.device("openreg", index), priority=priority)
+        return super().__new__(cls, device=torch.device(DEVICE_NAME, index), priority=priority)
 
     @property
     def priority(self) -> int:
@@ -58,7 +59,7 @@ class Stream(torch.Stream):
 
 class _EventMeta(type):
     def __instancecheck__(cls, obj: object) -> bool:
-        return isinstance(obj, torch.Event) and obj.device.type == "openreg"
+        return isinstance(obj, torch.Event) and obj.device.type == DEVICE_NAME
 
 
 class Event(metaclass=_EventMeta):
@@ -70,12 +71,10 @@ class Event(metaclass=_EventMeta):
     every openreg torch.Event.
     """
 
-    def __new__(
-        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
-    ) -> torch.Event:
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
         if interprocess:
-            raise NotImplementedError("openreg: interprocess events are not supported yet")
-        return torch.Event(device="openreg", enable_timing=enable_timing, blocking=blocking)
+            raise NotImplementedError(f"{DEVICE_NAME}: interprocess events are not supported yet")
+        return torch.Event(device=DEVICE_NAME, enable_timing=enable_timing, blocking=blocking)
 
 
 def current_stream(device: Any = None) -> Stream:
@@ -91,7 +90,7 @@ def default_stream(device: Any = None) -> Stream:
 def set_stream(stream: torch.Stream) -> None:
     """Makes `stream` current, and its device the current device, as torch.cuda.set_stream does.
 
-    A stream of another device type raises ValueError naming its type (csrc/core/Stream.cpp)."""
+    A stream of another device type raises ValueError naming its type (csrc/core/OpenRegStream.cpp)."""
     if stream is None:
         return
     _C._set_stream(stream.stream_id, stream.device_index, stream.device_type)

@@ -113,9 +113,7 @@ class OpenRegAttentionMetadataBuilder(AttentionMetadataBuilder[OpenRegAttentionM
         # Last position each padded query row may see (rows past Lq repeat the last real row).
         last_seen = context[:, None] - query[:, None] + np.minimum(row, query[:, None] - 1)
         mask = column[:, None, :] <= last_seen[:, :, None]
-        output_index = np.concatenate(
-            [r * longest_query + np.arange(n) for r, n in enumerate(query.tolist())]
-        )
+        output_index = np.concatenate([r * longest_query + np.arange(n) for r, n in enumerate(query.tolist())])
 
         def to_device(array: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(np.ascontiguousarray(array)).to(self.device, non_blocking=True)

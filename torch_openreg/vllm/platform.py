@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
+from .._C import DEVICE_NAME
+
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_DEVICE = "openreg"
 
 # Note [vLLM's model runner on openreg]
 # vLLM picks its Triton model runner (v2) whenever Triton imports, as it does beside the CUDA build
@@ -38,7 +39,7 @@ os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
 
 def _disable(reason: str) -> None:
     """One log line per feature the platform turns off, with the reason (docs/vllm.md)."""
-    logger.warning("openreg: %s", reason)
+    logger.warning("%s: %s", DEVICE_NAME, reason)
 
 
 # [marker: vllm-spawn]
@@ -52,9 +53,10 @@ def _spawn_if_initialized() -> None:
     if multiprocessing.parent_process() is not None:
         return
     logger.warning(
-        "openreg: this process initialized openreg before vLLM started its processes, and a forked "
+        "%s: this process initialized openreg before vLLM started its processes, and a forked "
         "child cannot use it; overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn' (the program "
-        "needs an `if __name__ == \"__main__\":` guard, as for CUDA)"
+        'needs an `if __name__ == "__main__":` guard, as for CUDA)',
+        DEVICE_NAME,
     )
     os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
 
@@ -67,8 +69,8 @@ class OpenRegPlatform(Platform):
     `torch_openreg.vllm.attention.OpenRegAttentionBackend`, collectives on occl."""
 
     _enum = PlatformEnum.OOT
-    device_name = _DEVICE
-    device_type = _DEVICE
+    device_name = DEVICE_NAME
+    device_type = DEVICE_NAME
     dispatch_key = "PrivateUse1"
     dist_backend = "occl"  # torch.distributed's backend for openreg tensors (docs/distributed.md)
     # device_control_env_var keeps vLLM's placeholder: vLLM sets that variable to give each
@@ -96,7 +98,7 @@ class OpenRegPlatform(Platform):
 
     @classmethod
     def get_device_uuid(cls, device_id: int = 0) -> str:
-        return f"{_DEVICE}-{device_id}"
+        return f"{DEVICE_NAME}-{device_id}"
 
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
@@ -149,7 +151,7 @@ class OpenRegPlatform(Platform):
         if not OpenRegAttentionBackend.supports_attn_type(config.attn_type):
             raise NotImplementedError(f"openreg's attention backend does not support {config.attn_type} attention")
         if selected_backend is not None:
-            logger.info("openreg: attention backend %s is not available; using OPENREG_ATTN", selected_backend)
+            logger.info("%s: attention backend %s is not available; using OPENREG_ATTN", DEVICE_NAME, selected_backend)
         return f"{OpenRegAttentionBackend.__module__}.{OpenRegAttentionBackend.__qualname__}"
 
     @classmethod
@@ -204,13 +206,13 @@ class OpenRegPlatform(Platform):
         devices = torch.openreg.device_count()
         if parallel.world_size > devices:
             raise ValueError(
-                f"openreg: tensor_parallel_size {parallel.tensor_parallel_size} x "
+                f"{DEVICE_NAME}: tensor_parallel_size {parallel.tensor_parallel_size} x "
                 f"pipeline_parallel_size {parallel.pipeline_parallel_size} needs a device per rank, "
                 f"and there are {devices} (OPENREG_DEVICE_COUNT)"
             )
         if parallel.data_parallel_size > 1:
             raise NotImplementedError(
-                "openreg: data parallelism needs a variable that hides devices from each engine, "
+                f"{DEVICE_NAME}: data parallelism needs a variable that hides devices from each engine, "
                 "and the openreg runtime has none"
             )
 

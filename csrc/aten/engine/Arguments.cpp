@@ -1,6 +1,7 @@
 #include "aten/engine/Arguments.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include "aten/KernelAlias.h"
 
@@ -20,7 +21,7 @@ const c10::IValue& aliasedArgument(const c10::FunctionSchema& schema, size_t ret
     const auto* argAlias = schema.arguments()[i].alias_info();
     if (argAlias != nullptr && argAlias->beforeSets() == alias->beforeSets()) return args[i];
   }
-  TORCH_INTERNAL_ASSERT(false, "openreg: no argument aliases return ", returnIndex, " of ",
+  TORCH_INTERNAL_ASSERT(false, OR_DEVICE_NAME ": no argument aliases return ", returnIndex, " of ",
                         schema.name());
 }
 
@@ -55,7 +56,7 @@ void pushResults(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
     if (alias != nullptr && alias->isWrite()) {
       results.push_back(aliasedArgument(schema, i, args));
     } else {
-      TORCH_INTERNAL_ASSERT(next < fresh.size(), "openreg: fewer results than returns");
+      TORCH_INTERNAL_ASSERT(next < fresh.size(), OR_DEVICE_NAME ": fewer results than returns");
       results.push_back(std::move(fresh[next++]));
     }
   }

@@ -25,7 +25,7 @@
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
 #include "core/Generator.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/TaskWarnings.h"
 
 namespace openreg::engine {

@@ -116,6 +116,7 @@ struct BorrowingEntry<Op, R(A...)> {
                      std::is_same_v<std::tuple_element_t<0, std::tuple<A...>>, at::Tensor&>),
                 "an entry returns a new tensor, or (in place) its first argument");
 
+  // [marker: engine-borrowing-entry]
   static R call(A... args) {
     static const c10::OperatorHandle op =
         c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);

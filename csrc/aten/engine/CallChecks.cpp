@@ -21,6 +21,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <c10/util/FunctionRef.h>
+#include <openreg/runtime.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -104,8 +105,8 @@ c10::Storage zeroPages(size_t bytes) {
   const size_t length = std::max<size_t>(bytes, 1);
   void* pages = mmap(nullptr, length, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  TORCH_CHECK(pages != MAP_FAILED, "openreg: no host address space for a stand-in of ", bytes,
-              " bytes");
+  TORCH_CHECK(pages != MAP_FAILED, OR_DEVICE_NAME ": no host address space for a stand-in of ",
+              bytes, " bytes");
   c10::DataPtr data(
       pages, new Mapping{pages, length},
       [](void* context) {

@@ -1,6 +1,7 @@
 #include "aten/engine/CallDevice.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <algorithm>
 #include <optional>
@@ -101,7 +102,7 @@ void checkCpuGeneratorUse(const c10::OperatorHandle& op, const OpTraits& traits,
     if (arguments[i].name() == "dropout_p" && args[i].isDouble())
       drawsNothing = args[i].toDouble() == 0.0;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(drawsNothing, "openreg: ", op.schema().operator_name(),
+  TORCH_CHECK_NOT_IMPLEMENTED(drawsNothing, OR_DEVICE_NAME ": ", op.schema().operator_name(),
                               " draws from the CPU's default generator, not openreg's; it needs "
                               "an openreg kernel (see Note [Dropout] in csrc/aten/Dropout.cpp)");
 }
@@ -109,8 +110,8 @@ void checkCpuGeneratorUse(const c10::OperatorHandle& op, const OpTraits& traits,
 at::Generator deviceGenerator(const c10::OperatorHandle& op, const c10::IValue& arg,
                               c10::Device device) {
   at::Generator generator = arg.isNone() ? getDefaultGenerator(device.index()) : arg.toGenerator();
-  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-              "openreg: ", op.schema().operator_name(),
+  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1, OR_DEVICE_NAME ": ",
+              op.schema().operator_name(),
               " on an openreg tensor needs an openreg generator, got one of ", generator.device());
   return generator;
 }

@@ -1,6 +1,7 @@
 #include "aten/engine/CopyingFallback.h"
 
 #include <ATen/native/CPUFallback.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <map>
@@ -35,7 +36,7 @@ c10::OperatorHandle resolve(const std::string& name, std::string* canonical) {
                                  dot == std::string::npos ? "" : qualified.substr(dot + 1)};
   auto handle = c10::Dispatcher::singleton().findSchema(operatorName);
   TORCH_CHECK_VALUE(handle && operatorName.name.rfind("aten::", 0) == 0,
-                    "openreg: no aten operator named '", name,
+                    OR_DEVICE_NAME ": no aten operator named '", name,
                     "' to route to the copying fallback (expected e.g. 'aten::add.Tensor')");
   *canonical = c10::toString(operatorName);
   return *handle;

@@ -48,6 +48,7 @@
 #include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -83,7 +84,7 @@ bool runCall(const c10::OperatorHandle& op, OpTraits& traits, c10::ArrayRef<c10:
   if (!known.checked)  // Note [Call checks are remembered] in CallChecks.h
     runCallChecks(traits.callChecks, traits.shapes, key, op, args, device);
   TORCH_CHECK_NOT_IMPLEMENTED(
-      traits.cpuKernel, "openreg: ", op.schema().operator_name(),
+      traits.cpuKernel, OR_DEVICE_NAME ": ", op.schema().operator_name(),
       " has no CPU kernel for the engine to run (ATen implements it only for other devices). It "
       "needs a native openreg kernel: please report it. Meanwhile, run this step on the CPU.");
   checkCpuGeneratorUse(op, traits, args);

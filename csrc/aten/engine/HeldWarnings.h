@@ -10,6 +10,7 @@ namespace openreg::engine {
 // Collects the warnings raised on this thread while it is installed (with
 // c10::WarningUtils::WarningHandlerGuard); release() passes them on, so a kernel whose result is
 // thrown away (Note [Unfaithful out kernels]) does not warn about what the caller never did.
+// [marker: held-warnings]
 struct HeldWarnings : c10::WarningHandler {
   std::vector<c10::Warning> warnings;
   void process(const c10::Warning& warning) override { warnings.push_back(warning); }

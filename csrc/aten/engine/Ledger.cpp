@@ -1,6 +1,7 @@
 #include "aten/engine/Ledger.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <atomic>
 #include <string>
@@ -83,7 +84,7 @@ FallbackPolicy fallbackPolicy() {
 }
 
 int setThreadFallbackPolicy(int policy) {
-  TORCH_CHECK(policy >= -1 && policy <= 2, "openreg: invalid fallback policy ", policy);
+  TORCH_CHECK(policy >= -1 && policy <= 2, OR_DEVICE_NAME ": invalid fallback policy ", policy);
   const int previous = tPolicyOverride;
   tPolicyOverride = policy;
   return previous;
@@ -95,11 +96,11 @@ void checkCopyingFallback(const std::string& op, const std::string& why) {
     case FallbackPolicy::Allow:
       return;
     case FallbackPolicy::Warn:
-      TORCH_WARN("openreg: ", op, " runs through the copying CPU fallback (", why,
+      TORCH_WARN(OR_DEVICE_NAME ": ", op, " runs through the copying CPU fallback (", why,
                  "): its inputs are copied to the CPU and its results back.");
       return;
     case FallbackPolicy::Error:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: ", op,
+      TORCH_CHECK_NOT_IMPLEMENTED(false, OR_DEVICE_NAME ": ", op,
                                   " would run through the copying CPU fallback (", why,
                                   ") and the fallback policy is 'error' (OPENREG_FALLBACK or "
                                   "torch.openreg.fallback_policy).");

@@ -1,6 +1,7 @@
 #include "aten/engine/OutputRepair.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 namespace openreg::engine {
 namespace {
@@ -47,7 +48,7 @@ void keepKernelChanges(const c10::OperatorHandle& op, const at::Tensor& alias,
     keepViewBits(alias, spec);
     return;
   }
-  TORCH_CHECK(alias.sizes() == c10::IntArrayRef(spec.sizes), "openreg: the CPU kernel of ",
+  TORCH_CHECK(alias.sizes() == c10::IntArrayRef(spec.sizes), OR_DEVICE_NAME ": the CPU kernel of ",
               op.schema().operator_name(), " resized an output to ", alias.sizes(),
               " where its Meta kernel announced ", c10::IntArrayRef(spec.sizes));
   // Restrided in place, the alias reads the memory the copy writes: read it out first.
@@ -65,8 +66,8 @@ void copyResult(const at::Tensor& result, const at::Tensor& output) {
   } else if (result.numel() == 0) {
     output.zero_();
   } else {
-    TORCH_CHECK(false, "openreg: the CPU kernel returned a result of shape ", result.sizes(),
-                " where the Meta kernel announced ", output.sizes());
+    TORCH_CHECK(false, OR_DEVICE_NAME ": the CPU kernel returned a result of shape ",
+                result.sizes(), " where the Meta kernel announced ", output.sizes());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "aten/engine/Quantized.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 #include <torch/library.h>
 
 #include <cctype>
@@ -22,10 +23,10 @@ std::string pythonName(c10::ScalarType dtype) {
 
 [[noreturn]] void refuse(const c10::OperatorHandle& op, c10::ScalarType dtype, c10::Device device) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false, "openreg: ", op.schema().operator_name(), " with the quantized dtype ",
+      false, OR_DEVICE_NAME ": ", op.schema().operator_name(), " with the quantized dtype ",
       pythonName(dtype), " on ", device,
       ": quantized tensors are not supported on openreg. Quantize on the CPU instead: call it on "
-      "tensor.cpu(), and bring float results back with .dequantize().to(\"openreg\").");
+      "tensor.cpu(), and bring float results back with .dequantize().to(\"" OR_DEVICE_NAME "\").");
 }
 
 std::optional<c10::ScalarType> quantizedTensorDtype(const c10::IValue& value) {

@@ -21,7 +21,7 @@
 #include "aten/engine/SyncPath.h"
 #include "core/Exception.h"
 #include "core/Generator.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg::engine {
 

@@ -3,6 +3,7 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <algorithm>
 #include <array>
@@ -103,6 +104,16 @@ bool validValue(const Key& key, std::string_view value) {
   return false;
 }
 
+constexpr std::string_view kSetter = "torch.openreg.memory._set_allocator_settings";
+
+// Refuses settings `text` from `source`: an environment variable, in the one format of an invalid
+// value (refuseConfigValue), or the Python setter.
+[[noreturn]] void refuse(std::string_view source, const std::string& text,
+                         const std::string& reason) {
+  TORCH_CHECK_VALUE(source != kSetter, OR_DEVICE_NAME ": ", source, "('", text, "'): ", reason);
+  refuseConfigValue(std::string(source).c_str(), text, reason);
+}
+
 // "a:1,b:[x:1,y:2]" -> {(a, 1), (b, [x:1,y:2])}, commas inside brackets kept.
 std::vector<std::pair<std::string, std::string>> split(std::string_view variable,
                                                        const std::string& settings) {
@@ -117,9 +128,10 @@ std::vector<std::pair<std::string, std::string>> split(std::string_view variable
     item.clear();
     if (entry.empty()) return;
     const size_t colon = entry.find(':');
-    TORCH_CHECK_VALUE(colon != std::string::npos && colon > 0, variable, ": '", entry,
-                      "' is not key:value (the syntax is key:value,key:value, as CUDA's "
-                      "PYTORCH_ALLOC_CONF)");
+    if (colon == std::string::npos || colon == 0) {
+      refuse(variable, settings,
+             "'" + entry + "' is not key:value (as in CUDA's PYTORCH_ALLOC_CONF)");
+    }
     entries.emplace_back(entry.substr(0, colon), entry.substr(colon + 1));
   };
   for (char c : settings) {
@@ -154,12 +166,16 @@ void merge(std::string_view variable, const std::string& text, bool shared,
     if (key == kKeys.end()) {
       const bool cuda = std::find(kCudaOnly.begin(), kCudaOnly.end(), name) != kCudaOnly.end();
       if (cuda && shared) continue;  // CUDA's to read
-      TORCH_CHECK_VALUE(false, variable, ": unknown key '", name, "'",
-                        cuda ? " (it configures CUDA's allocator only)" : "",
-                        ". openreg's allocator accepts: ", acceptedKeys(), ".");
+      refuse(
+          variable, text,
+          c10::str("unknown key '", name, "'", cuda ? " (it configures CUDA's allocator only)" : "",
+                   "; openreg's allocator accepts ", acceptedKeys()));
     }
-    TORCH_CHECK_VALUE(validValue(*key, value), variable, ": '", name, ":", value,
-                      "' is not a valid value; ", name, " takes ", key->accepts, ".");
+    if (!validValue(*key, value)) {
+      refuse(variable, text,
+             c10::str("'", name, ":", value, "' is not a valid value; ", name, " takes ",
+                      key->accepts));
+    }
     (*into)[name] = value;
   }
 }
@@ -177,7 +193,7 @@ void applyToC10(std::string_view variable, const std::map<std::string, std::stri
   try {
     c10::CachingAllocator::setAllocatorSettings(joined(settings));
   } catch (const c10::Error& e) {
-    TORCH_CHECK_VALUE(false, variable, ": ", e.what_without_backtrace());
+    refuse(variable, joined(settings), e.what_without_backtrace());
   }
 }
 
@@ -202,8 +218,8 @@ void setAllocatorSettings(const std::string& text) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   std::map<std::string, std::string> settings = s.settings;
-  merge("_set_allocator_settings", text, /*shared=*/false, &settings);
-  applyToC10("_set_allocator_settings", settings);
+  merge(kSetter, text, /*shared=*/false, &settings);
+  applyToC10(kSetter, settings);
   s.settings = std::move(settings);
 }
 

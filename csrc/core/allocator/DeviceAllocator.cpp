@@ -8,8 +8,8 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Ipc.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
+#include "core/SharedStorage.h"
 #include "core/allocator/AllocatorConfig.h"
 
 namespace openreg {
@@ -73,9 +73,9 @@ void DeviceAllocator::free(void* ptr) noexcept {
   }
   if (block == nullptr) {
     try {
-      TORCH_WARN(
-          "openreg: freeing a pointer the allocator never gave out (an internal error; "
-          "please report it). It is left alone.");
+      TORCH_WARN(OR_DEVICE_NAME
+                 ": freeing a pointer the allocator never gave out (an internal error; "
+                 "please report it). It is left alone.");
     } catch (...) {
       // A warning handler that throws must not escape a free.
     }
@@ -109,13 +109,14 @@ void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) 
   // record. A storage sent to another process has another deleter but is still our block.
   if (ipc::isImported(ptr)) return;
   TORCH_CHECK(ptr.get_deleter() == &deleteBlock || ptr.get_deleter() == ipc::sentBlockDeleter(),
-              "openreg: record_stream needs a tensor allocated by the openreg caching allocator");
+              OR_DEVICE_NAME
+              ": record_stream needs a tensor allocated by the openreg caching allocator");
   allocator::Block* block;
   {
     std::lock_guard<std::mutex> lock(blocksMutex_);
     auto it = blocks_.find(ptr.get());
     TORCH_CHECK(it != blocks_.end(),
-                "openreg: record_stream on memory that is no longer allocated");
+                OR_DEVICE_NAME ": record_stream on memory that is no longer allocated");
     block = it->second;
   }
   devices_[block->stream.device_index()]->recordStream(block, stream);

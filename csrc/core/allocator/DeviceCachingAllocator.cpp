@@ -3,6 +3,7 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
+#include <openreg/runtime.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,8 +14,8 @@
 #include "core/Exception.h"
 #include "core/FaultInjection.h"
 #include "core/Functions.h"
-#include "core/Ipc.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
+#include "core/SharedStorage.h"
 #include "core/allocator/MemoryHistory.h"
 
 namespace openreg::allocator {
@@ -151,7 +152,8 @@ Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, s
     // [marker: allocator-oom-retry]
     // Return what the cache holds and try once more, as CUDA's allocator does.
     stats_.num_alloc_retries += 1;
-    ipc::collectSentBlocks(device_);  // blocks other processes held and let go of (core/Ipc.h)
+    ipc::collectSentBlocks(
+        device_);  // blocks other processes held and let go of (core/SharedStorage.h)
     releaseCachedSegments();
     block = allocateSegment(pool, stream, segmentSize);
   }
@@ -207,12 +209,12 @@ bool DeviceCachingAllocator::recordFreeEvent(Block* block, c10::Stream use) noex
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     try {
-      TORCH_WARN(
-          "openreg: freeing memory used on another stream (record_stream) could not record "
-          "an event there (",
-          reason,
-          "). The memory went back to the cache after that stream's work completed, or "
-          "at once where no work can run (a forked child). This warning is shown once.");
+      TORCH_WARN(OR_DEVICE_NAME
+                 ": freeing memory used on another stream (record_stream) could not record "
+                 "an event there (",
+                 reason,
+                 "). The memory went back to the cache after that stream's work completed, or "
+                 "at once where no work can run (a forked child). This warning is shown once.");
     } catch (...) {
       // A warning handler that throws (warnings turned into errors) must not escape a free.
     }
@@ -482,7 +484,7 @@ void DeviceCachingAllocator::collectGarbage() {
 }
 
 void DeviceCachingAllocator::setMemoryFraction(double fraction) {
-  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "openreg: invalid memory fraction ",
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, OR_DEVICE_NAME ": invalid memory fraction ",
                     fraction, " for device ", static_cast<int>(device_),
                     ": set_per_process_memory_fraction takes a number between 0 and 1");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
@@ -529,10 +531,10 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t requested, size_t segmentSi
     for (const Block* block : pool->blocks) largest = std::max(largest, block->size);
   }
   std::ostringstream os;
-  os << "openreg out of memory on device " << static_cast<int>(device_) << ". Tried to allocate "
-     << formatBytes(requested) << " (a " << formatBytes(segmentSize) << " segment)" << note
-     << ". The device has a total capacity of " << formatBytes(total) << ", of which "
-     << formatBytes(free) << " is free";
+  os << OR_DEVICE_NAME " out of memory on device " << static_cast<int>(device_)
+     << ". Tried to allocate " << formatBytes(requested) << " (a " << formatBytes(segmentSize)
+     << " segment)" << note << ". The device has a total capacity of " << formatBytes(total)
+     << ", of which " << formatBytes(free) << " is free";
   if (allowed_ != SIZE_MAX) {
     os << "; this process is allowed " << formatBytes(allowed_)
        << " (set_per_process_memory_fraction(" << fraction_ << "))";

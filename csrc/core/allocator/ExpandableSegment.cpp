@@ -22,7 +22,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/allocator/DeviceCachingAllocator.h"
 #include "core/allocator/MemoryHistory.h"
 

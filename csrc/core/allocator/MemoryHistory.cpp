@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 namespace openreg::allocator {
 namespace {

@@ -2,12 +2,13 @@
 #include "core/allocator/PrivatePool.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <algorithm>
 #include <string>
 
 #include "core/Exception.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/allocator/DeviceCachingAllocator.h"
 
 namespace openreg::allocator {
@@ -34,7 +35,7 @@ void DeviceCachingAllocator::beginAllocateToPool(c10::MempoolId_t id, unsigned l
                                                  orStreamCaptureMode mode) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (const PoolCapture& c : privatePools_.captures) {
-    TORCH_CHECK(c.pool != id || c.captureId == 0 || captureId == 0, "openreg: device ",
+    TORCH_CHECK(c.pool != id || c.captureId == 0 || captureId == 0, OR_DEVICE_NAME ": device ",
                 static_cast<int>(device_), ": a capture is already allocating into private pool (",
                 id.first, ", ", id.second,
                 "); captures that share a pool must run one after the other");
@@ -77,7 +78,7 @@ void DeviceCachingAllocator::endAllocateThreadToPool(c10::MempoolId_t id) {
   auto it = std::find_if(captures.begin(), captures.end(), [&](const PoolCapture& c) {
     return c.pool == id && c.captureId == 0 && c.thread == self;
   });
-  TORCH_CHECK(it != captures.end(), "openreg: device ", static_cast<int>(device_),
+  TORCH_CHECK(it != captures.end(), OR_DEVICE_NAME ": device ", static_cast<int>(device_),
               ": this thread is not allocating into pool (", id.first, ", ", id.second, ")");
   captures.erase(it);
   releasePool(id);
@@ -130,8 +131,9 @@ BlockPool& DeviceCachingAllocator::poolFor(size_t size, c10::Stream stream) {
       if (c.captureId == 0) continue;
       const bool strict = c.mode == orStreamCaptureModeGlobal ||
                           (c.mode == orStreamCaptureModeThreadLocal && c.thread == self);
-      TORCH_CHECK(!strict, "openreg: an allocation of ", size, " bytes on ", OpenRegStream(stream),
-                  ", which is not capturing, while a graph capture in \"", modeName(c.mode),
+      TORCH_CHECK(!strict, OR_DEVICE_NAME ": an allocation of ", size, " bytes on ",
+                  OpenRegStream(stream), ", which is not capturing, while a graph capture in \"",
+                  modeName(c.mode),
                   "\" mode is in progress on this device. Such memory would not come from the "
                   "graph's private pool. Allocate on the capturing stream (or a stream forked off "
                   "it), move the allocation out of the capture, or capture with "

@@ -6,7 +6,7 @@
 
 #include "core/Exception.h"
 #include "core/Functions.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/allocator/DeviceAllocator.h"
 
 namespace openreg {
@@ -32,7 +32,7 @@ orEvent_t asEvent(void* event) {
 // so, and what to pass, rather than "invalid device index -1".
 void checkIndexGiven(DeviceIndex index) {
   TORCH_CHECK_VALUE(
-      index >= 0, "openreg: expected an openreg stream or device, but got device index ",
+      index >= 0, OR_DEVICE_NAME ": expected an openreg stream or device, but got device index ",
       static_cast<int>(index),
       ", which names no openreg device. torch.accelerator.set_stream(stream) makes the stream's "
       "device index current before it checks the stream's device type, and a stream of another "
@@ -43,12 +43,12 @@ void checkIndexGiven(DeviceIndex index) {
 }  // namespace
 
 GuardImpl::GuardImpl(c10::DeviceType t) {
-  TORCH_CHECK(t == static_type, "openreg: GuardImpl built for device type ", t);
+  TORCH_CHECK(t == static_type, OR_DEVICE_NAME ": GuardImpl built for device type ", t);
 }
 
 // [marker: guard-device]
 Device GuardImpl::exchangeDevice(Device d) const {
-  TORCH_CHECK(d.type() == static_type, "openreg: expected an openreg device, got ", d);
+  TORCH_CHECK(d.type() == static_type, OR_DEVICE_NAME ": expected an openreg device, got ", d);
   checkIndexGiven(d.index());
   return openregDevice(ExchangeDevice(d.index()));
 }
@@ -58,7 +58,7 @@ Device GuardImpl::getDevice() const {
 }
 
 void GuardImpl::setDevice(Device d) const {
-  TORCH_CHECK(d.type() == static_type, "openreg: expected an openreg device, got ", d);
+  TORCH_CHECK(d.type() == static_type, OR_DEVICE_NAME ": expected an openreg device, got ", d);
   checkIndexGiven(d.index());
   set_device(d.index());
 }
@@ -125,7 +125,7 @@ void GuardImpl::synchronizeDevice(const DeviceIndex device_index) const {
 void GuardImpl::record(void** event, const c10::Stream& stream, const DeviceIndex device_index,
                        const c10::EventFlag flag) const {
   TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-              "openreg: event device index ", static_cast<int>(device_index),
+              OR_DEVICE_NAME ": event device index ", static_cast<int>(device_index),
               " does not match the recording stream's device ",
               static_cast<int>(stream.device_index()), ".");
   OpenRegStream s(stream);
@@ -170,7 +170,7 @@ void GuardImpl::synchronizeEvent(void* event) const {
 
 double GuardImpl::elapsedTime(void* event1, void* event2, const DeviceIndex) const {
   TORCH_CHECK(event1 != nullptr && event2 != nullptr,
-              "openreg: both events must be recorded before calculating elapsed time.");
+              OR_DEVICE_NAME ": both events must be recorded before calculating elapsed time.");
   float ms = 0;
   OPENREG_CHECK(orEventElapsedTime(&ms, asEvent(event1), asEvent(event2)));
   return static_cast<double>(ms);

@@ -50,6 +50,14 @@ extern "C" {
 
 #define OPENREG_RUNTIME_VERSION 1000 /* major * 1000 + minor */
 
+/* The device's name, one fact for every layer: device strings ("openreg:0"), the prefix of every
+ * message ("openreg: ..."), process-visible names. C++ joins it to literals: OR_DEVICE_NAME ": ".
+ */
+#define OR_DEVICE_NAME "openreg"
+/* How every layer names a stream in messages: its device, then its number, 0 for the default
+ * stream, else the slot of its handle (small, and unique among the live streams). */
+#define OR_STREAM_NAME_FORMAT OR_DEVICE_NAME ":%d stream %u"
+
 /* ---------------------------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------------------------- */
@@ -139,6 +147,15 @@ OPENREG_RUNTIME_API orError_t orConfigGetVariable(int index, orConfigVariable* v
  * orGetLastErrorMessage names the variable, the value and what it accepts. */
 OPENREG_RUNTIME_API orError_t orConfigGetValue(const char* name, const char** value,
                                                orConfigSource* source);
+
+/* For a layer that parses a variable's value itself (free text in the registry, such as
+ * PYTORCH_ALLOC_CONF): refuses `value` of the variable `name` in the one format of every invalid
+ * value, "openreg: invalid NAME='value': REASON; expected ACCEPTED." (without "REASON; " when
+ * reason is NULL), ACCEPTED from the registry. The message becomes the calling thread's last error
+ * message. Always returns orErrorInvalidValue; for an unknown name or a NULL name or value, the
+ * message says so instead. Needs no initialization; safe from any thread. */
+OPENREG_RUNTIME_API orError_t orConfigRefuseValue(const char* name, const char* value,
+                                                  const char* reason);
 
 /* ---------------------------------------------------------------------------------------------
  * Devices

@@ -33,7 +33,8 @@ _KINDS = {int: "a whole number", float: "a number"}
 
 
 def _options(variable: str, value: str, allowed: dict[str, type]) -> dict[str, Any]:
-    """`a=1,b=2` into {"a": 1, "b": 2}; "1" into {}."""
+    """`a=1,b=2` into {"a": 1, "b": 2}; "1" into {}. An invalid value raises ValueError in the
+    registry's one format (orConfigRefuseValue), naming the variable."""
     if value.strip() in ("1", ""):
         return {}
     options = {}
@@ -41,15 +42,13 @@ def _options(variable: str, value: str, allowed: dict[str, type]) -> dict[str, A
         key, _, text = item.partition("=")
         key = key.strip()
         if key not in allowed or not text:
-            raise ValueError(
-                f"openreg: {variable}={value!r}: expected 1 or comma-separated {', '.join(f'{k}=' for k in allowed)}"
+            _C._refuse_config_value(
+                variable, value, f"{item.strip()!r} is not one of {', '.join(f'{k}=' for k in allowed)}"
             )
         try:
             options[key] = allowed[key](text)
         except ValueError:
-            raise ValueError(
-                f"openreg: {variable}={value!r}: {key} takes {_KINDS[allowed[key]]}, not {text!r}"
-            ) from None
+            _C._refuse_config_value(variable, value, f"{key} takes {_KINDS[allowed[key]]}, not {text!r}")
     return options
 
 
@@ -75,7 +74,11 @@ def _enable_from_environment() -> list[str]:
         _from_environment.append(StreamSanitizerMode().__enter__())
         enabled.append("stream_sanitizer")
     if value := _config("OPENREG_FAULT_INJECTION"):
-        set_faults(**_options("OPENREG_FAULT_INJECTION", value, {"oom_at": int, "kernel_at": int, "lose_device": int}))
+        options = _options("OPENREG_FAULT_INJECTION", value, {"oom_at": int, "kernel_at": int, "lose_device": int})
+        try:
+            set_faults(**options)
+        except ValueError as error:  # out of range: the same words as the function's, for the variable
+            _C._refuse_config_value("OPENREG_FAULT_INJECTION", value, str(error).split(": ", 2)[-1])
         enabled.append("inject_faults")
     return enabled
 

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from ..._C import DEVICE_NAME
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _DEBUG_DIR = os.path.dirname(__file__) + os.sep
 
@@ -43,12 +45,12 @@ def user_stack(limit: int = 12) -> str:
 
 
 def is_openreg(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.device.type == "openreg"
+    return isinstance(x, torch.Tensor) and x.device.type == DEVICE_NAME
 
 
 def touches_openreg(args: Any, kwargs: Any) -> bool:
     for x in pytree.tree_leaves((args, kwargs)):
-        if is_openreg(x) or (isinstance(x, torch.device) and x.type == "openreg"):
+        if is_openreg(x) or (isinstance(x, torch.device) and x.type == DEVICE_NAME):
             return True
     return False
 

@@ -22,13 +22,14 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..._C import DEVICE_NAME
 from ._common import CpuMismatchError, checked, is_openreg, lookup, op_name, touches_openreg, user_stack, written
 
 
 def _to_cpu(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x.cpu() if is_openreg(x) else x.clone()
-    if isinstance(x, torch.device) and x.type == "openreg":
+    if isinstance(x, torch.device) and x.type == DEVICE_NAME:
         return torch.device("cpu")
     return x
 

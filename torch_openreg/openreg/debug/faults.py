@@ -19,20 +19,21 @@ import contextlib
 from collections.abc import Iterator
 
 from ... import _C
+from ..._C import DEVICE_NAME
 
 
 def set_faults(oom_at: int = 0, kernel_at: int = 0, lose_device: int | None = None) -> None:
     """Arms the faults from now (counters restart); all defaults disarm."""
     if oom_at < 0 or kernel_at < 0:
         raise ValueError(
-            f"openreg: inject_faults: oom_at and kernel_at count from 1 (0 for none), got {oom_at}, {kernel_at}"
+            f"{DEVICE_NAME}: inject_faults: oom_at and kernel_at count from 1 (0 for none), got {oom_at}, {kernel_at}"
         )
     if lose_device is not None:
         import torch
 
         if not 0 <= lose_device < torch.openreg.device_count():
             raise ValueError(
-                f"openreg: inject_faults: lose_device={lose_device} is not a device "
+                f"{DEVICE_NAME}: inject_faults: lose_device={lose_device} is not a device "
                 f"(0..{torch.openreg.device_count() - 1})"
             )
     _C._set_fault_injection(oom_at, kernel_at, -1 if lose_device is None else lose_device)

@@ -1,5 +1,5 @@
 // Sharing openreg storages between processes. See Note [Sharing storages between processes].
-#include "core/Ipc.h"
+#include "core/SharedStorage.h"
 
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
@@ -23,8 +23,9 @@ namespace {
 
 orIpcMemHandle_t toHandle(const std::string& bytes) {
   orIpcMemHandle_t handle{};
-  TORCH_CHECK(bytes.size() == sizeof handle.reserved, "openreg: a shared storage's handle must be ",
-              sizeof handle.reserved, " bytes, not ", bytes.size());
+  TORCH_CHECK(bytes.size() == sizeof handle.reserved,
+              OR_DEVICE_NAME ": a shared storage's handle must be ", sizeof handle.reserved,
+              " bytes, not ", bytes.size());
   std::memcpy(handle.reserved, bytes.data(), sizeof handle.reserved);
   return handle;
 }
@@ -107,10 +108,10 @@ void pruneLocked() {
 SharedStorage shareStorage(const c10::Storage& storage) {
   const c10::Device device = storage.device();
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
-              "openreg: shareStorage needs an openreg storage, not one on ", device);
+              OR_DEVICE_NAME ": shareStorage needs an openreg storage, not one on ", device);
   void* ptr = storage.mutable_data();
   TORCH_CHECK(ptr != nullptr && storage.nbytes() > 0,
-              "openreg: an empty storage has no memory to share");
+              OR_DEVICE_NAME ": an empty storage has no memory to share");
   // What was queued before the send is in the memory the receiver maps; a task failure pending on
   // the device is raised to the sender now rather than shipped as data.
   device_synchronize(device.index());
@@ -167,9 +168,9 @@ c10::Storage openSharedStorage(const std::string& handleBytes, std::size_t offse
   const orIpcMemHandle_t handle = toHandle(handleBytes);
   orIpcMemHandleInfo info;
   OPENREG_CHECK(orIpcGetMemHandleInfo(&info, handle));
-  TORCH_CHECK(offset <= info.size && nbytes <= info.size - offset, "openreg: a shared storage of ",
-              nbytes, " bytes at offset ", offset, " does not fit in the ", info.size,
-              "-byte allocation its handle names");
+  TORCH_CHECK(offset <= info.size && nbytes <= info.size - offset,
+              OR_DEVICE_NAME ": a shared storage of ", nbytes, " bytes at offset ", offset,
+              " does not fit in the ", info.size, "-byte allocation its handle names");
   const SegmentKey segmentKey{info.exporterPid, info.memoryId, info.offset};
   const StorageKey storageKey{info.exporterPid, info.memoryId, info.offset, offset, nbytes};
   std::lock_guard<std::mutex> lock(gImportMutex);

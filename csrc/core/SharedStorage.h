@@ -1,4 +1,4 @@
-// Ipc: openreg storages shared between processes (torch.multiprocessing; docs/ipc.md).
+// SharedStorage: openreg storages shared between processes (torch.multiprocessing; docs/ipc.md).
 //
 // Note [Sharing storages between processes]
 // The runtime shares allocations (Note [Sharing device memory between processes] in

@@ -1,6 +1,7 @@
-#include "core/Graph.h"
+#include "core/GraphImpl.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 
 #include <atomic>
 #include <mutex>
@@ -9,7 +10,7 @@
 #include "core/Exception.h"
 #include "core/Functions.h"
 #include "core/Generator.h"
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 #include "core/allocator/DeviceAllocator.h"
 
 namespace openreg {
@@ -38,7 +39,7 @@ orStreamCaptureMode runtimeMode(at::GraphCaptureMode mode) {
     case at::GraphCaptureMode::Relaxed:
       return orStreamCaptureModeRelaxed;
   }
-  TORCH_CHECK(false, "openreg: unknown graph capture mode ", static_cast<int>(mode));
+  TORCH_CHECK(false, OR_DEVICE_NAME ": unknown graph capture mode ", static_cast<int>(mode));
 }
 
 allocator::DeviceCachingAllocator& cachingAllocator(c10::DeviceIndex device) {
@@ -54,14 +55,14 @@ Graph::~Graph() {
   try {
     reset();
   } catch (const std::exception& e) {
-    TORCH_WARN("openreg: destroying a graph: ", e.what());
+    TORCH_WARN(OR_DEVICE_NAME ": destroying a graph: ", e.what());
   }
 }
 
 // [marker: graph-capture-begin]
 void Graph::capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) {
-  TORCH_CHECK(!capturing_ && !captured_,
-              "openreg: this graph already holds a capture; call reset() before capturing again, "
+  TORCH_CHECK(!capturing_ && !captured_, OR_DEVICE_NAME
+              ": this graph already holds a capture; call reset() before capturing again, "
               "or use a new graph");
   device_ = current_device();
   const OpenRegStream stream = getCurrentOpenRegStream(device_);
@@ -91,7 +92,7 @@ void Graph::capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) {
 
 // [marker: graph-capture-end]
 void Graph::capture_end() {
-  TORCH_CHECK(capturing_, "openreg: capture_end() without a capture_begin()");
+  TORCH_CHECK(capturing_, OR_DEVICE_NAME ": capture_end() without a capture_begin()");
   capturing_ = false;
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
@@ -111,9 +112,10 @@ void Graph::capture_end() {
 }
 
 void Graph::instantiate() {
-  TORCH_CHECK(captured_, "openreg: instantiate() needs a captured graph; capture one first");
-  TORCH_CHECK(graph_ != nullptr,
-              "openreg: the graph was instantiated at capture_end() and not kept; construct it "
+  TORCH_CHECK(captured_,
+              OR_DEVICE_NAME ": instantiate() needs a captured graph; capture one first");
+  TORCH_CHECK(graph_ != nullptr, OR_DEVICE_NAME
+              ": the graph was instantiated at capture_end() and not kept; construct it "
               "with keep_graph=True to instantiate it again");
   if (exec_ != nullptr) OPENREG_CHECK(orGraphExecDestroy(exec_));
   exec_ = nullptr;
@@ -126,7 +128,7 @@ void Graph::instantiate() {
 
 // [marker: graph-replay]
 void Graph::replay() {
-  TORCH_CHECK(captured_, "openreg: replay() needs a captured graph; capture one first");
+  TORCH_CHECK(captured_, OR_DEVICE_NAME ": replay() needs a captured graph; capture one first");
   if (exec_ == nullptr) instantiate();
   DeviceScope scope(device_);
   const orStream_t stream = getCurrentOpenRegStream(device_).stream();
@@ -169,7 +171,7 @@ void Graph::reset() {
 
 c10::MempoolId_t Graph::pool() const {
   TORCH_CHECK(capturing_ || captured_,
-              "openreg: pool() is defined once capture has begun (the id is chosen then)");
+              OR_DEVICE_NAME ": pool() is defined once capture has begun (the id is chosen then)");
   return pool_;
 }
 
@@ -179,8 +181,8 @@ void Graph::enable_debug_mode() {
 
 // [marker: graph-debug-dump]
 void Graph::debug_dump(const std::string& path) {
-  TORCH_CHECK(graph_ != nullptr,
-              "openreg: debug_dump() needs the captured graph: call enable_debug_mode() (or "
+  TORCH_CHECK(graph_ != nullptr, OR_DEVICE_NAME
+              ": debug_dump() needs the captured graph: call enable_debug_mode() (or "
               "construct the graph with keep_graph=True) before capturing");
   OPENREG_CHECK(orGraphDebugDotPrint(graph_, path.c_str(), 0));
 }

@@ -5,7 +5,7 @@
 // stream has id 0. Handles already validate themselves (see Note [Handle validation] in
 // runtime/src/HandleTable.h), so no table maps ids to streams, and an id from a destroyed
 // external stream fails with a clear error instead of reaching freed memory. Messages and profiles
-// name a stream "openreg:<device> stream <n>" (streamNumber), as the runtime's messages do: n is 0
+// name a stream by OR_STREAM_NAME_FORMAT ("openreg:<device> stream <n>", streamNumber): n is 0
 // for the default stream, else the number of the handle's slot (its high 32 bits, Note [Handle
 // validation]), small and unique among the live streams, where the id is a 64-bit number.
 //
@@ -27,7 +27,8 @@ constexpr int kStreamsPerPool = 8;
 
 // What an error about a stream of another device type tells the caller to pass instead.
 inline constexpr const char* kWhatStreamToPass =
-    "Pass an openreg stream, such as torch.openreg.Stream(), torch.Stream(device=\"openreg\") or "
+    "Pass an openreg stream, such as torch.openreg.Stream(), torch.Stream(device=\"" OR_DEVICE_NAME
+    "\") or "
     "torch.accelerator.current_stream().";
 
 class OPENREG_TORCH_API OpenRegStream {
@@ -74,7 +75,7 @@ OPENREG_TORCH_API void sleepOnStream(OpenRegStream stream, int64_t milliseconds)
 // The number messages and profiles give the stream of id `id` (Note [OpenReg stream ids]).
 OPENREG_TORCH_API int64_t streamNumber(c10::StreamId id);
 
-// "openreg:<device> stream <n>".
+// The stream as every message names it (OR_STREAM_NAME_FORMAT).
 OPENREG_TORCH_API std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream);
 
 }  // namespace openreg

@@ -1,6 +1,7 @@
 // openreg's graph: capture a stream's work once, replay it with one launch. The implementation of
 // at::GraphImplInterface behind torch.accelerator.Graph (and torch.openreg.Graph) for openreg
-// devices, registered with REGISTER_GRAPH_IMPL in Graph.cpp. docs/graphs.md has the whole design.
+// devices, registered with REGISTER_GRAPH_IMPL in GraphImpl.cpp. docs/graphs.md has the whole
+// design.
 //
 // Note [Graph lifetime]
 // capture_begin starts a runtime capture on the current stream (orStreamBeginCapture: Note

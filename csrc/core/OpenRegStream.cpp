@@ -1,12 +1,14 @@
-#include "core/Stream.h"
+#include "core/OpenRegStream.h"
 
 #include <c10/util/Exception.h>
+#include <openreg/runtime.h>
 #include <openreg/activity.hpp>
 #include <openreg/task.hpp>
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -69,7 +71,7 @@ void createPools(DeviceIndex device) {
     DeviceScope scope(device);
     int least = 0, greatest = 0;
     OPENREG_CHECK(orDeviceGetStreamPriorityRange(&least, &greatest));
-    TORCH_INTERNAL_ASSERT(least - greatest + 1 == kPoolCount, "openreg: the runtime has ",
+    TORCH_INTERNAL_ASSERT(least - greatest + 1 == kPoolCount, OR_DEVICE_NAME ": the runtime has ",
                           least - greatest + 1, " stream priorities, the pools ", kPoolCount);
     for (int index = 0; index < kPoolCount; ++index) {
       for (auto& id : p.streams[index]) {
@@ -95,10 +97,10 @@ c10::Stream makeStream(DeviceIndex device, StreamId id) {
 
 // [marker: stream-device-type]
 OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
-  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1,
-                    "openreg: expected an openreg stream, but this stream's device type is ",
-                    stream.device_type(), ", so it is not an openreg stream (", stream, "). ",
-                    kWhatStreamToPass);
+  TORCH_CHECK_VALUE(
+      stream.device_type() == c10::DeviceType::PrivateUse1,
+      OR_DEVICE_NAME ": expected an openreg stream, but this stream's device type is ",
+      stream.device_type(), ", so it is not an openreg stream (", stream, "). ", kWhatStreamToPass);
 }
 
 orStream_t OpenRegStream::stream() const {
@@ -144,7 +146,7 @@ void setCurrentOpenRegStream(OpenRegStream stream) {
   if (stream.id() != 0) {
     int owner = -1;
     OPENREG_CHECK(orStreamGetDevice(stream.stream(), &owner));
-    TORCH_CHECK_VALUE(owner == device, "openreg: ", stream,
+    TORCH_CHECK_VALUE(owner == device, OR_DEVICE_NAME ": ", stream,
                       " names a stream of device openreg:", owner,
                       ", not of openreg:", static_cast<int>(device), ". ", kWhatStreamToPass);
   }
@@ -169,14 +171,14 @@ OpenRegStream getStreamFromExternal(orStream_t stream, DeviceIndex device) {
   check_device_index(device);
   int owner = -1;
   OPENREG_CHECK(orStreamGetDevice(stream, &owner));
-  TORCH_CHECK(owner == device, "openreg: the external stream belongs to device ", owner,
+  TORCH_CHECK(owner == device, OR_DEVICE_NAME ": the external stream belongs to device ", owner,
               ", not to device ", static_cast<int>(device));
   const auto id = reinterpret_cast<StreamId>(stream);
   return OpenRegStream(makeStream(device, id == defaultHandle(device) ? 0 : id));
 }
 
 void sleepOnStream(OpenRegStream stream, int64_t milliseconds) {
-  TORCH_CHECK(milliseconds >= 0, "openreg: _sleep needs a non-negative duration, got ",
+  TORCH_CHECK(milliseconds >= 0, OR_DEVICE_NAME ": _sleep needs a non-negative duration, got ",
               milliseconds);
   const openreg::ScopedTaskLabel label(orTaskKindKernel, "openreg::_sleep");
   OPENREG_CHECK(openreg::launch(stream.stream(), [milliseconds] {
@@ -189,8 +191,10 @@ int64_t streamNumber(c10::StreamId id) {
 }
 
 std::ostream& operator<<(std::ostream& os, const OpenRegStream& stream) {
-  return os << "openreg:" << static_cast<int>(stream.device_index()) << " stream "
-            << streamNumber(stream.id());
+  char name[64];
+  std::snprintf(name, sizeof name, OR_STREAM_NAME_FORMAT, static_cast<int>(stream.device_index()),
+                static_cast<unsigned>(streamNumber(stream.id())));
+  return os << name;
 }
 
 }  // namespace openreg
