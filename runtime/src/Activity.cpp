@@ -1,3 +1,5 @@
+// Task activity: the recorder, the timed task that wraps a launch while a recording is on, and the
+// host-timed activities (for ActivityApi.cpp). See Note [Task activity] in <openreg/activity.hpp>.
 #include "Activity.h"
 
 #include <openreg/activity.hpp>
@@ -147,149 +149,95 @@ void wrapForActivity(const Stream& stream, StreamOp& op) {
   op.task = Task(HeldTimedTask{std::move(timed)});
 }
 
-}  // namespace openreg
-
-using namespace openreg;
-
-extern "C" {
-
-orError_t orActivityBegin(void) {
+bool beginRecording() {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> control(r.control);
-  if (detail::gActivityRecording.load(std::memory_order_seq_cst)) {
-    return fail(orErrorNotPermitted, __func__, "a recording is already on");
-  }
+  if (detail::gActivityRecording.load(std::memory_order_seq_cst)) return false;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.done.clear();
     ++r.generation;
   }
   detail::gActivityRecording.store(true, std::memory_order_seq_cst);
-  return orSuccess;
+  return true;
 }
 
-orError_t orActivityEnd(orTaskActivity** activities, size_t* count) {
-  OR_REQUIRE_NOT_NULL(activities);
-  OR_REQUIRE_NOT_NULL(count);
-  // It waits for tasks queued behind the calling one: see Note [Synchronizing inside a task].
-  if (onDeviceWorker()) return synchronizingInTask(__func__);
-  *activities = nullptr;
-  *count = 0;
+std::vector<TaskActivity> endRecording() {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> control(r.control);
-  if (!detail::gActivityRecording.exchange(false, std::memory_order_seq_cst)) return orSuccess;
+  std::vector<TaskActivity> done;
+  if (!detail::gActivityRecording.exchange(false, std::memory_order_seq_cst)) return done;
   while (r.inFlight.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  std::vector<TaskActivity> done;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     done.swap(r.done);
   }
-  if (done.empty()) return orSuccess;
-  // malloc: the caller releases it with orActivityFree, whatever its own allocator is.
-  auto* out = static_cast<orTaskActivity*>(std::malloc(done.size() * sizeof(orTaskActivity)));
-  if (out == nullptr) {
-    return fail(orErrorMemoryAllocation, __func__,
-                "no host memory for " + std::to_string(done.size()) + " activities; they are lost");
-  }
-  std::copy(done.begin(), done.end(), out);
-  *activities = out;
-  *count = done.size();
-  return orSuccess;
+  return done;
 }
 
-void orActivityFree(orTaskActivity* activities) {
-  std::free(activities);
-}
-
-orError_t orActivityGetRecording(bool* recording) {
-  OR_REQUIRE_NOT_NULL(recording);
-  *recording = recordingActivity();
-  return orSuccess;
-}
-
-orError_t orActivityPushCorrelation(uint64_t id) {
+bool pushCorrelation(std::uint64_t id) noexcept {
   try {
     tCorrelations.push_back(id);
   } catch (...) {
-    return fail(orErrorMemoryAllocation, __func__,
-                "no host memory; launches keep the enclosing "
-                "id");
+    return false;
   }
-  return orSuccess;
+  return true;
 }
 
-orError_t orActivityPopCorrelation(void) {
+void popCorrelation() noexcept {
   if (!tCorrelations.empty()) tCorrelations.pop_back();
-  return orSuccess;
 }
 
-orError_t orActivitySetLabel(orTaskKind kind, const char* name, orTaskKind* previousKind,
-                             const char** previousName) {
-  if (kind != orTaskKindKernel && kind != orTaskKindMemcpy && kind != orTaskKindMemset) {
-    return fail(orErrorInvalidValue, __func__,
-                "kind " + std::to_string(static_cast<int>(kind)) + " is not an orTaskKind");
-  }
+void setLabel(orTaskKind kind, const char* name, orTaskKind* previousKind,
+              const char** previousName) noexcept {
   if (previousKind != nullptr) *previousKind = tKind;
   if (previousName != nullptr) *previousName = tName;
   tKind = kind;
   tName = name;
-  return orSuccess;
 }
 
-// [marker: host-activity-end]
-orError_t orHostActivityBegin(orHostActivity* host, orStream_t handle, const char* name) {
-  OR_REQUIRE_NOT_NULL(host);
-  host->generation = 0;
-  if (!recordingActivity()) return orSuccess;
-  // No runtime or no such stream: nothing to put the activity on.
-  if (ensureInitialized() != orSuccess) return orSuccess;
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return orSuccess;
+void beginHostActivity(orHostActivity& host, const Stream& stream, const char* name) {
   Recorder& r = recorder();
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    if (!detail::gActivityRecording.load(std::memory_order_seq_cst)) return orSuccess;
-    host->generation = r.generation;
+    if (!detail::gActivityRecording.load(std::memory_order_seq_cst)) return;
+    host.generation = r.generation;
   }
-  orTaskActivity& a = host->activity;
+  orTaskActivity& a = host.activity;
   a = orTaskActivity{};
   a.kind = orTaskKindKernel;
   a.name = name;
-  a.device = stream->device();
-  a.stream = stream->handle();
+  a.device = stream.device();
+  a.stream = stream.handle();
   a.correlation = tCorrelations.empty() ? 0 : tCorrelations.back();
   a.launchThread = launchingThread();
   a.launchNs = nowNs();
   a.startNs = a.launchNs;
-  return orSuccess;
 }
 
-orError_t orHostActivityStart(orHostActivity* host) {
-  OR_REQUIRE_NOT_NULL(host);
-  if (host->generation != 0) host->activity.startNs = nowNs();
-  return orSuccess;
+void startHostActivity(orHostActivity& host) noexcept {
+  if (host.generation != 0) host.activity.startNs = nowNs();
 }
 
-orError_t orHostActivityEnd(orHostActivity* host, bool failed) {
-  OR_REQUIRE_NOT_NULL(host);
-  if (host->generation == 0) return orSuccess;
-  host->activity.endNs = nowNs();
-  host->activity.failed = failed;
+// [marker: host-activity-end]
+void endHostActivity(orHostActivity& host, bool failed) {
+  if (host.generation == 0) return;
+  host.activity.endNs = nowNs();
+  host.activity.failed = failed;
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  // orActivityEnd clears the flag before it takes the list under this lock.
+  // endRecording clears the flag before it takes the list under this lock.
   if (detail::gActivityRecording.load(std::memory_order_seq_cst) &&
-      r.generation == host->generation) {
+      r.generation == host.generation) {
     try {
-      r.done.push_back(host->activity);
+      r.done.push_back(host.activity);
     } catch (...) {
       // Out of host memory: the activity is lost.
     }
   }
-  host->generation = 0;
-  return orSuccess;
+  host.generation = 0;
 }
 
-}  // extern "C"
+}  // namespace openreg

@@ -1,5 +1,5 @@
-// Stream capture: the capture table, the hooks of Capture.h, orStreamBeginCapture,
-// orStreamEndCapture and orStreamGetCaptureInfo. See Note [Stream capture] in Capture.h.
+// Stream capture: the capture table, the hooks of Capture.h, and beginning, ending and asking
+// about a capture (for GraphApi.cpp). See Note [Stream capture] in Capture.h.
 #include "Capture.h"
 
 #include <algorithm>
@@ -240,58 +240,39 @@ orError_t checkEventNotCapturedSlow(const char* call, std::uint64_t event) {
 }
 
 }  // namespace detail
-}  // namespace openreg
-
-using namespace openreg;
-
-extern "C" {
 
 // [marker: begin-capture]
-orError_t orStreamBeginCapture(orStream_t handle, orStreamCaptureMode mode) {
-  OR_ENTER();
-  if (mode != orStreamCaptureModeGlobal && mode != orStreamCaptureModeThreadLocal &&
-      mode != orStreamCaptureModeRelaxed) {
-    return fail(orErrorInvalidValue, __func__,
-                "mode is not an "
-                "orStreamCaptureMode");
-  }
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream(__func__);
+orError_t beginCapture(const char* call, Stream& stream, orStreamCaptureMode mode) {
   CaptureTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
-  if (captureOf(t, *stream) != nullptr) {
-    return fail(orErrorNotPermitted, __func__, "the stream already belongs to a capture");
+  if (captureOf(t, stream) != nullptr) {
+    return fail(orErrorNotPermitted, call, "the stream already belongs to a capture");
   }
   auto c = std::make_unique<Capture>();
   c->id = t.nextId++;
-  c->device = stream->device();
+  c->device = stream.device();
   c->mode = mode;
   c->thread = std::this_thread::get_id();
-  c->streams.push_back(stream->shared_from_this());
+  c->streams.push_back(stream.shared_from_this());
   c->clocks.emplace_back(1, 0);
-  t.members[stream] = c.get();
+  t.members[&stream] = c.get();
   t.captures.push_back(std::move(c));
   gActiveCaptures.fetch_add(1, std::memory_order_relaxed);
   return orSuccess;
 }
 
 // [marker: end-capture]
-orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(graph);
-  *graph = nullptr;
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream(__func__);
+orError_t endCapture(const char* call, Stream& stream, orGraph_t* graph) {
   std::unique_ptr<Capture> ended;
   {
     CaptureTable& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
-    Capture* c = captureOf(t, *stream);
+    Capture* c = captureOf(t, stream);
     if (c == nullptr) {
-      return fail(orErrorNotPermitted, __func__, "the stream is not capturing a graph");
+      return fail(orErrorNotPermitted, call, "the stream is not capturing a graph");
     }
-    if (c->streams.front().get() != stream) {
-      return fail(orErrorNotPermitted, __func__,
+    if (c->streams.front().get() != &stream) {
+      return fail(orErrorNotPermitted, call,
                   "the stream was forked off a capture; end the "
                   "capture on the stream that began it");
     }
@@ -308,12 +289,12 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   }
   // The captured tasks are destroyed here, outside the table's lock, if no graph takes them.
   if (!ended->invalid.empty()) {
-    return fail(orErrorStreamCaptureInvalidated, __func__,
+    return fail(orErrorStreamCaptureInvalidated, call,
                 "the capture was invalidated: " + ended->invalid);
   }
   for (std::size_t j = 1; j < ended->streams.size(); ++j) {
     if (ended->clocks[0][j] < ended->clocks[j][j]) {
-      return fail(orErrorStreamCaptureInvalidated, __func__,
+      return fail(orErrorStreamCaptureInvalidated, call,
                   ended->streams[j]->name() +
                       " was forked off the capture and not joined back: record an event on it "
                       "after its last work and make the capturing stream wait on it");
@@ -326,27 +307,21 @@ orError_t orStreamEndCapture(orStream_t handle, orGraph_t* graph) {
   data->ops = std::move(ended->ops);
   *graph = registerGraph(std::move(data));
   if (*graph == nullptr) {
-    return fail(orErrorMemoryAllocation, __func__, "too many live graphs");
+    return fail(orErrorMemoryAllocation, call, "too many live graphs");
   }
   return orSuccess;
 }
 
-orError_t orStreamGetCaptureInfo(orStream_t handle, orStreamCaptureStatus* status,
-                                 unsigned long long* id) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(status);
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream(__func__);
+void captureInfo(const Stream& stream, orStreamCaptureStatus* status, unsigned long long* id) {
   *status = orStreamCaptureStatusNone;
   if (id != nullptr) *id = 0;
-  if (gActiveCaptures.load(std::memory_order_relaxed) == 0) return orSuccess;
+  if (gActiveCaptures.load(std::memory_order_relaxed) == 0) return;
   CaptureTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
-  if (const Capture* c = captureOf(t, *stream)) {
+  if (const Capture* c = captureOf(t, stream)) {
     *status = c->invalid.empty() ? orStreamCaptureStatusActive : orStreamCaptureStatusInvalidated;
     if (id != nullptr) *id = c->id;
   }
-  return orSuccess;
 }
 
-}  // extern "C"
+}  // namespace openreg

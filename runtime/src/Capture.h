@@ -84,6 +84,19 @@ inline orError_t checkEventNotCaptured(const char* call, std::uint64_t event) {
   return detail::checkEventNotCapturedSlow(call, event);
 }
 
+// orStreamBeginCapture: `stream` begins a capture in `mode` (checked by the caller);
+// orErrorNotPermitted, naming `call`, if it already belongs to one.
+orError_t beginCapture(const char* call, Stream& stream, orStreamCaptureMode mode);
+
+// orStreamEndCapture: ends the capture `stream` began, releasing its streams, and registers its
+// graph into *graph (left as the caller set it on error). The errors of orStreamEndCapture, naming
+// `call`.
+orError_t endCapture(const char* call, Stream& stream, orGraph_t* graph);
+
+// orStreamGetCaptureInfo: the capture status of `stream` and, if `id` is not NULL, its capture's id
+// (0 when none).
+void captureInfo(const Stream& stream, orStreamCaptureStatus* status, unsigned long long* id);
+
 // What orStreamEndCapture hands to the graph: the captured operations in host order.
 struct CapturedOp {
   enum class Kind : std::uint8_t { Task, Record, Wait };

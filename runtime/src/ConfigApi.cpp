@@ -1,5 +1,5 @@
-// Configuration entry points: the registry of variables and the values in effect
-// (Note [Configuration variables] in ConfigVariables.h).
+// Entry points of runtime.h's "Configuration" section: the registry of variables and the values
+// in effect (Note [Configuration variables] in ConfigVariables.h).
 #include <openreg/runtime.h>
 
 #include <string>

@@ -1,4 +1,5 @@
-// Device entry points: count, current device, properties, synchronization, memory info.
+// Entry points of runtime.h's "Devices" section: count, current device, properties,
+// synchronization, memory info, stream priorities.
 #include <openreg/runtime.h>
 
 #include <cstdio>
@@ -8,20 +9,7 @@
 
 using namespace openreg;
 
-namespace {
-orError_t invalidDevice(const char* call, int index) {
-  return fail(orErrorInvalidDevice, call,
-              "invalid device index " + std::to_string(index) + ": there are " +
-                  std::to_string(deviceCount()) + " devices (set OPENREG_DEVICE_COUNT for more)");
-}
-}  // namespace
-
 extern "C" {
-
-orError_t orInit(unsigned int flags) {
-  OR_ENTER();
-  return flags == 0 ? orSuccess : fail(orErrorInvalidValue, __func__, "flags must be 0");
-}
 
 orError_t orGetDeviceCount(int* count) {
   OR_ENTER_CONFIGURED();
@@ -85,14 +73,6 @@ orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriori
   OR_ENTER_CONFIGURED();
   if (leastPriority != nullptr) *leastPriority = kLeastStreamPriority;
   if (greatestPriority != nullptr) *greatestPriority = kGreatestStreamPriority;
-  return orSuccess;
-}
-
-orError_t orDeviceGetDefaultStream(int index, orStream_t* stream) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(stream);
-  if (index < 0 || index >= deviceCount()) return invalidDevice(__func__, index);
-  *stream = reinterpret_cast<orStream_t>(device(index).defaultStream->handle());
   return orSuccess;
 }
 

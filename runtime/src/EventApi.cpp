@@ -1,4 +1,4 @@
-// Event entry points.
+// Entry points of runtime.h's "Events" section.
 #include <openreg/runtime.h>
 
 #include "Capture.h"

@@ -44,4 +44,17 @@ struct orTaskContext_st {
   std::string message;
   int category = 0;
   bool failed = false;
+
+  // orTaskFail: the first report of a run counts, later ones are ignored.
+  void report(int reportedCategory, const char* reportedMessage) noexcept {
+    if (failed) return;
+    failed = true;
+    category = reportedCategory;
+    try {
+      message = reportedMessage != nullptr ? reportedMessage : "a task failed without a message";
+    } catch (...) {
+      // No host memory for the message: the failure and its category still count.
+      message.clear();
+    }
+  }
 };

@@ -14,6 +14,7 @@
 
 #include <openreg/runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -27,9 +28,34 @@ struct GraphData {
   int streamCount = 1;
   std::uint64_t captureId = 0;
   std::vector<CapturedOp> ops;  // host order
+
+  // The tasks one launch runs (the ops that are not event records or waits).
+  std::size_t taskCount() const;
 };
+
+// An executable graph: a graph's tasks, shared with the graph (Graph.cpp).
+struct GraphExec;
 
 // Registers a captured graph; the handle, or nullptr when the table is full.
 orGraph_t registerGraph(std::shared_ptr<GraphData> data);
+
+// The graph of a live handle, or nullptr.
+GraphData* findGraph(orGraph_t graph);
+// The executable graph of a live handle, or nullptr.
+std::shared_ptr<GraphExec> shareGraphExec(orGraphExec_t exec);
+// orErrorInvalidResourceHandle naming `call`: the `what` ("graph", "executable graph") handle is
+// not live.
+orError_t invalidGraph(const char* call, const char* what);
+
+// orGraphInstantiate: a new executable graph of `graph` into *exec; the errors name `call`.
+orError_t instantiateGraph(const char* call, orGraph_t graph, orGraphExec_t* exec);
+// orGraphLaunch: enqueues one replay of `exec` on `stream` (of the graph's device, not capturing).
+orError_t launchGraph(const char* call, std::shared_ptr<GraphExec> exec, Stream& stream);
+// orGraphDebugDotPrint: writes `graph` to the file `path` in Graphviz DOT.
+orError_t writeGraphDot(const char* call, const GraphData& graph, const char* path);
+
+// orGraphDestroy, orGraphExecDestroy: false when the handle is not live.
+bool destroyGraph(orGraph_t graph);
+bool destroyGraphExec(orGraphExec_t exec);
 
 }  // namespace openreg

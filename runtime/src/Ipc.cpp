@@ -1,5 +1,6 @@
-// Sharing device memory between processes: the orIpc* entry points and the exporter's and
-// importer's bookkeeping. See Note [Sharing device memory between processes] in Ipc.h.
+// Sharing device memory between processes: the exporter's and importer's bookkeeping, and
+// making, opening, closing and discarding handles (for IpcApi.cpp).
+// See Note [Sharing device memory between processes] in Ipc.h.
 #include "Ipc.h"
 
 #include <fcntl.h>
@@ -297,38 +298,15 @@ bool retireIfExported(Device& device, const void* base) {
   return true;
 }
 
-}  // namespace openreg::ipc
-
-using namespace openreg;
-using namespace openreg::ipc;
-
-extern "C" {
-
 // [marker: ipc-get-handle]
-orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(handle);
-  Device* d = deviceOfPointer(devPtr);
-  DeviceMemory::Allocation a;
-  if (DeviceMemory::ReservationInfo r; d != nullptr && d->memory.findReservation(devPtr, &r)) {
-    return fail(orErrorInvalidValue, __func__,
-                "devPtr is in a reservation (orMemAddressReserve, "
-                "orMemMap): memory mapped into a reservation cannot be shared between processes");
-  }
-  if (d == nullptr || !d->memory.find(devPtr, &a)) {
-    return fail(orErrorInvalidDevicePointer, __func__, "devPtr is in no live device allocation");
-  }
-  if (a.importedFrom != 0) {
-    return fail(orErrorInvalidDevicePointer, __func__,
-                "devPtr is memory shared by process " + std::to_string(a.importedFrom) +
-                    "; it cannot be passed on: share it from the process that allocated it");
-  }
+orError_t exportAllocation(const char* call, Device& d, const DeviceMemory::Allocation& a,
+                           orIpcMemHandle_t* handle) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (orError_t e = ensureTableLocked(s); e != orSuccess) return e;
   collectLocked(s);
   if (s.freeSlots.empty()) {
-    return fail(orErrorMemoryAllocation, __func__,
+    return fail(orErrorMemoryAllocation, call,
                 std::to_string(kSlots) +
                     " handles of this process are outstanding (opened or not yet opened); close "
                     "or discard some in the processes that received them");
@@ -343,14 +321,14 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   HandleData h{};
   h.magic = kMagic;
   h.pid = getpid();
-  h.device = d->index;
-  h.memoryFd = d->memory.memoryFile();
+  h.device = d.index;
+  h.memoryFd = d.memory.memoryFile();
   h.tableFd = s.tableFd;
   h.slot = slot;
   h.memoryInode = inodeOf(h.memoryFd);
   h.tableInode = s.tableInode;
   h.serial = serial;
-  h.offset = d->memory.offsetOf(reinterpret_cast<void*>(a.base));
+  h.offset = d.memory.offsetOf(reinterpret_cast<void*>(a.base));
   h.size = a.reserved;
   std::memset(handle->reserved, 0, sizeof handle->reserved);
   std::memcpy(handle->reserved, &h, sizeof h);
@@ -358,22 +336,16 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
 }
 
 // [marker: ipc-open-handle]
-orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(devPtr);
-  const char* const call = __func__;
-  if (flags != 0) {
-    return fail(orErrorInvalidValue, __func__, "flags must be 0, not " + std::to_string(flags));
-  }
+orError_t openHandle(const char* call, const orIpcMemHandle_t& handle, void** devPtr) {
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   if (h.pid == getpid()) {
-    return fail(orErrorInvalidValue, __func__,
+    return fail(orErrorInvalidValue, call,
                 "the handle was made by this process; a process "
                 "uses its own memory through the pointer it allocated");
   }
   if (h.device >= deviceCount()) {
-    return fail(orErrorInvalidDevice, __func__,
+    return fail(orErrorInvalidDevice, call,
                 "the handle's device " + std::to_string(h.device) +
                     " does not exist in this process (" + std::to_string(deviceCount()) +
                     " devices; give both processes the same OPENREG_DEVICE_COUNT)");
@@ -397,10 +369,10 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   std::string message;
   e = d.memory.allocate(h.size, &base, &message);
   if (e != orSuccess) {
-    message = callMessage(__func__, "no room for the shared allocation: " + message);
+    message = callMessage(call, "no room for the shared allocation: " + message);
   } else if (!d.memory.mapImport(base, h.size, memory, h.offset, h.pid)) {
     message = callMessage(
-        __func__, "mapping process " + std::to_string(h.pid) + "'s memory failed: " + errnoText());
+        call, "mapping process " + std::to_string(h.pid) + "'s memory failed: " + errnoText());
     d.memory.release(base);
     e = orErrorMemoryAllocation;
   }
@@ -421,11 +393,10 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
 }
 
 // [marker: ipc-close-handle]
-orError_t orIpcCloseMemHandle(void* devPtr) {
-  OR_ENTER_SYNCHRONIZING();
+orError_t closeImport(const char* call, void* devPtr) {
   State& s = state();
   const auto base = reinterpret_cast<std::uintptr_t>(devPtr);
-  const auto notOpen = [call = __func__] {
+  const auto notOpen = [call] {
     return fail(orErrorInvalidDevicePointer, call,
                 "devPtr is not the start of memory opened with "
                 "orIpcOpenMemHandle (or it was closed already)");
@@ -442,7 +413,7 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   Import& import = it->second;
   if (import.device->memory.releaseImport(devPtr) != orSuccess) {
     return fail(
-        orErrorMemoryAllocation, __func__,
+        orErrorMemoryAllocation, call,
         "mapping the own memory back failed (" + errnoText() + "); the shared memory stays open");
   }
   poisonMap().clear(base, import.size);
@@ -455,9 +426,7 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
 }
 
 // [marker: ipc-discard-handle]
-orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle) {
-  OR_ENTER_SYNCHRONIZING();
-  const char* const call = __func__;
+orError_t discardHandle(const char* call, const orIpcMemHandle_t& handle) {
   HandleData h;
   if (!decode(handle, &h)) return notAHandle(call);
   // An importer may hold a handle unopened while it uses the allocation through another mapping
@@ -474,25 +443,23 @@ orError_t orIpcDiscardMemHandle(orIpcMemHandle_t handle) {
 }
 
 // [marker: ipc-query-handle]
-orError_t orIpcMemHandleQuery(orIpcMemHandle_t handle) {
-  OR_ENTER();
+orError_t queryHandle(const char* call, const orIpcMemHandle_t& handle) {
   HandleData h;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!decode(handle, &h) || h.pid != getpid() || s.table == nullptr ||
       h.tableInode != s.tableInode) {
-    return fail(orErrorInvalidValue, __func__, "handle is not an IPC handle made by this process");
+    return fail(orErrorInvalidValue, call, "handle is not an IPC handle made by this process");
   }
   collectLocked(s);
   const std::uint64_t w = s.table[h.slot].word.load(std::memory_order_acquire);
   return (w >> 2) == h.serial ? orErrorNotReady : orSuccess;
 }
 
-orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info, orIpcMemHandle_t handle) {
-  OR_ENTER();
-  OR_REQUIRE_NOT_NULL(info);
+orError_t describeHandle(const char* call, const orIpcMemHandle_t& handle,
+                         orIpcMemHandleInfo* info) {
   HandleData h;
-  if (!decode(handle, &h)) return notAHandle(__func__);
+  if (!decode(handle, &h)) return notAHandle(call);
   info->device = h.device;
   info->exporterPid = h.pid;
   info->memoryId = h.memoryInode;
@@ -502,4 +469,4 @@ orError_t orIpcGetMemHandleInfo(orIpcMemHandleInfo* info, orIpcMemHandle_t handl
   return orSuccess;
 }
 
-}  // extern "C"
+}  // namespace openreg::ipc

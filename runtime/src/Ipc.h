@@ -32,7 +32,11 @@
 // shared memory, lock-free and address-free, so the two processes need no lock in common.
 #pragma once
 
+#include <openreg/runtime.h>
+
 #include <atomic>
+
+#include "DeviceMemory.h"
 
 namespace openreg {
 struct Device;
@@ -49,5 +53,23 @@ void collectRetired();
 // orFree's step for an allocation that may be exported: true if it had references out and was
 // retired instead of released (the caller then must not release it).
 bool retireIfExported(Device& device, const void* base);
+
+// The work of the orIpc* calls (IpcApi.cpp checks the arguments it can without reading a
+// handle's bytes); each error names `call`.
+// orIpcGetMemHandle: a handle for allocation `a` of device `d` (allocated in this process).
+orError_t exportAllocation(const char* call, Device& d, const DeviceMemory::Allocation& a,
+                           orIpcMemHandle_t* handle);
+// orIpcOpenMemHandle: maps the allocation of another process's `handle`; its start into *devPtr.
+orError_t openHandle(const char* call, const orIpcMemHandle_t& handle, void** devPtr);
+// orIpcCloseMemHandle: unmaps memory opened by openHandle, after the work queued on every device.
+orError_t closeImport(const char* call, void* devPtr);
+// orIpcDiscardMemHandle: gives back the reference of a handle that will not be opened.
+orError_t discardHandle(const char* call, const orIpcMemHandle_t& handle);
+// orIpcMemHandleQuery: orSuccess once the reference of this process's `handle` is back, else
+// orErrorNotReady.
+orError_t queryHandle(const char* call, const orIpcMemHandle_t& handle);
+// orIpcGetMemHandleInfo: what `handle` refers to, read from its bytes.
+orError_t describeHandle(const char* call, const orIpcMemHandle_t& handle,
+                         orIpcMemHandleInfo* info);
 
 }  // namespace openreg::ipc

@@ -1,4 +1,5 @@
-// Memory entry points: device and pinned allocations, copies, memset, pointer queries.
+// Entry points of runtime.h's "Memory" section: device and pinned allocations, copies, memset,
+// pointer queries.
 #include <openreg/runtime.h>
 #include <openreg/activity.hpp>
 #include <openreg/task.hpp>

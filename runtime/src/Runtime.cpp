@@ -8,7 +8,6 @@
 #include "Capture.h"
 #include "FaultHandler.h"
 #include "OpenMpThreads.h"
-#include "Poison.h"
 
 namespace openreg {
 namespace detail {
@@ -156,6 +155,10 @@ const char* lastErrorMessage() {
   return tLastError.c_str();
 }
 
+int lastFailureCategory() {
+  return tLastCategory;
+}
+
 int& currentDeviceSlot() {
   thread_local int current = 0;
   return current;
@@ -179,10 +182,28 @@ orError_t invalidStream(const char* call) {
               "never created)");
 }
 
+orError_t invalidDevice(const char* call, int index) {
+  return fail(orErrorInvalidDevice, call,
+              "invalid device index " + std::to_string(index) + ": there are " +
+                  std::to_string(deviceCount()) + " devices (set OPENREG_DEVICE_COUNT for more)");
+}
+
 orError_t invalidEvent(const char* call) {
   return fail(orErrorInvalidResourceHandle, call,
               "the event handle is not live (destroyed, or "
               "never created)");
+}
+
+// [marker: launch]
+// The one launch path, for orLaunchTask and orLaunchHostFunc; `call` names the entry point. `op`
+// holds the task, already the runtime's: on error it is destroyed without running.
+// With `wait`, returns once the task has run (openreg::launchAndWait).
+orError_t launchOn(const char* call, orStream_t handle, StreamOp&& op, bool wait) {
+  OR_ENTER();
+  if (wait && onDeviceWorker()) return synchronizingInTask(call);
+  Stream* stream = resolveStream(handle);
+  if (stream == nullptr) return invalidStream(call);
+  return launchOp(*stream, std::move(op), wait);
 }
 
 // [marker: launch-op]
@@ -233,39 +254,3 @@ void waitForAllDevices() {
 }
 
 }  // namespace openreg
-
-extern "C" {
-
-orError_t orGetLastErrorCategory(int* category) {
-  OR_REQUIRE_NOT_NULL(category);
-  *category = openreg::tLastCategory;
-  return orSuccess;
-}
-
-// [marker: check-host-accesses]
-orError_t orCheckHostAccesses(const orMemoryAccess* accesses, size_t count) {
-  using namespace openreg;
-  OR_ENTER();
-  if (accesses == nullptr && count != 0) return nullArgument(__func__, "accesses");
-  PoisonMap& poison = poisonMap();
-  if (!poison.active()) return orSuccess;
-  if (FailureRef failure = poison.findRead({accesses, count})) return report(*failure);
-  poison.clearCovered({accesses, count});
-  return orSuccess;
-}
-
-orError_t orTaskFail(orTaskContext_t context, int category, const char* message) {
-  OR_REQUIRE_NOT_NULL(context);
-  if (context->failed) return orSuccess;  // the first report counts
-  context->failed = true;
-  context->category = category;
-  try {
-    context->message = message != nullptr ? message : "a task failed without a message";
-  } catch (...) {
-    // No host memory for the message: the failure and its category still count.
-    context->message.clear();
-  }
-  return orSuccess;
-}
-
-}  // extern "C"

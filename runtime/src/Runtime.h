@@ -138,16 +138,24 @@ orError_t fail(orError_t error, const char* call, std::string_view what);
 orError_t nullArgument(const char* call, const char* parameter);
 // The calling thread's last-error message ("" if none).
 const char* lastErrorMessage();
+// The category of the failed task that message describes (orTaskFail), else 0.
+int lastFailureCategory();
 // orErrorNotPermitted for a synchronizing `call` made inside a task.
 orError_t synchronizingInTask(const char* call);
 
 // Resolves a stream handle (0: the current device's default stream). nullptr if not live.
 Stream* resolveStream(orStream_t handle);
 
+// orErrorInvalidDevice for a device index out of range, naming the API call.
+orError_t invalidDevice(const char* call, int index);
 // The error for a stream handle that is not live, naming the API call.
 orError_t invalidStream(const char* call);
 // The same for an event handle.
 orError_t invalidEvent(const char* call);
+
+// orLaunchTask and orLaunchHostFunc: initializes, resolves the stream `handle` and hands `op` to
+// launchOp; with `wait` (not from inside a task), returns once the task has run.
+orError_t launchOn(const char* call, orStream_t handle, StreamOp&& op, bool wait = false);
 
 // Every launch-like call (task, copy, memset) enqueues its operation here: returns at once,
 // unless `mustComplete` or OPENREG_LAUNCH_BLOCKING asks for completion, in which case it waits and

@@ -1,4 +1,5 @@
-// Stream entry points and the kernel launch.
+// Entry points of runtime.h's "Streams" section: creating, querying, synchronizing and
+// destroying streams, waiting on events, and the host-function launch.
 #include <openreg/runtime.h>
 #include <openreg/task.hpp>
 
@@ -32,18 +33,6 @@ orError_t createStream(const char* call, orStream_t* out, int priority) {
   return orSuccess;
 }
 
-// [marker: launch]
-// The one launch path, for orLaunchTask and orLaunchHostFunc; `call` names the entry point. `op`
-// holds the task, already the runtime's: on error it is destroyed without running.
-// With `wait`, returns once the task has run (openreg::launchAndWait).
-orError_t launchOn(const char* call, orStream_t handle, StreamOp&& op, bool wait = false) {
-  OR_ENTER();
-  if (wait && onDeviceWorker()) return synchronizingInTask(call);
-  Stream* stream = resolveStream(handle);
-  if (stream == nullptr) return invalidStream(call);
-  return launchOp(*stream, std::move(op), wait);
-}
-
 }  // namespace
 
 extern "C" {
@@ -65,6 +54,14 @@ orError_t orStreamGetPriority(orStream_t handle, int* priority) {
   Stream* stream = resolveStream(handle);
   if (stream == nullptr) return invalidStream(__func__);
   *priority = stream->priority();
+  return orSuccess;
+}
+
+orError_t orDeviceGetDefaultStream(int index, orStream_t* stream) {
+  OR_ENTER();
+  OR_REQUIRE_NOT_NULL(stream);
+  if (index < 0 || index >= deviceCount()) return invalidDevice(__func__, index);
+  *stream = reinterpret_cast<orStream_t>(device(index).defaultStream->handle());
   return orSuccess;
 }
 
@@ -138,34 +135,6 @@ orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* arg) {
   StreamOp op;
   op.task = Task([fn, arg] { fn(arg); });
   return launchOn(__func__, stream, std::move(op));
-}
-
-// [marker: launch-task]
-// Note [Tasks across the C ABI] in runtime.h. The object moves once, from the caller's storage
-// into the queued operation (no allocation), as it did when the C++ Task itself was passed.
-orError_t orLaunchTask(orStream_t stream, const orTaskOps* ops, void* task, size_t size,
-                       unsigned int flags) {
-  // No OR_ENTER here: the object is the runtime's once these checks pass, whatever comes after.
-  OR_REQUIRE_NOT_NULL(ops);
-  OR_REQUIRE_NOT_NULL(task);
-  if (ops->run == nullptr || ops->relocate == nullptr || ops->destroy == nullptr) {
-    return fail(orErrorInvalidValue, __func__,
-                "ops->run, ops->relocate and ops->destroy are required");
-  }
-  // From here on the object is the runtime's (runtime.h): destroyed in place if it cannot be taken.
-  if (size == 0 || size > OR_TASK_INLINE_BYTES) {
-    ops->destroy(task);
-    return fail(orErrorInvalidValue, __func__,
-                "size must be 1.." + std::to_string(OR_TASK_INLINE_BYTES) + " bytes, not " +
-                    std::to_string(size));
-  }
-  if ((flags & ~static_cast<unsigned>(orLaunchTaskWait)) != 0) {
-    ops->destroy(task);
-    return fail(orErrorInvalidValue, __func__, "unknown flags");
-  }
-  StreamOp op;
-  op.task.adopt(ops, task);
-  return launchOn(__func__, stream, std::move(op), (flags & orLaunchTaskWait) != 0);
 }
 
 }  // extern "C"

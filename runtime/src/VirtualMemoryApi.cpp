@@ -1,6 +1,6 @@
-// Virtual memory entry points: reserving ranges of a device's address space and mapping memory
-// into them, for a caching allocator's expandable segments (Note [Reserved address ranges] in
-// DeviceMemory.h).
+// Entry points of runtime.h's "Virtual memory" section: reserving ranges of a device's address
+// space and mapping memory into them, for a caching allocator's expandable segments
+// (Note [Reserved address ranges] in DeviceMemory.h).
 #include <openreg/runtime.h>
 
 #include <cstdint>

@@ -204,7 +204,7 @@ OPENREG_RUNTIME_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority,
                                                              int* greatestPriority);
 
 /* ---------------------------------------------------------------------------------------------
- * Streams and events (handles are opaque; 0 is the current device's default stream)
+ * Streams (handles are opaque; 0 is the current device's default stream)
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct orStream_st* orStream_t;
@@ -351,6 +351,10 @@ OPENREG_RUNTIME_API orError_t orTaskFail(orTaskContext_t context, int category,
  * are then taken as done (the caller writes them before it next synchronizes).
  * orErrorInvalidValue if accesses is NULL and count is not 0. */
 OPENREG_RUNTIME_API orError_t orCheckHostAccesses(const orMemoryAccess* accesses, size_t count);
+
+/* ---------------------------------------------------------------------------------------------
+ * Events (handles are opaque; recorded on streams, waited on by streams and by the host)
+ * ------------------------------------------------------------------------------------------- */
 
 /* orEventDisableFailure: the event's records carry no task failure (orEventQuery and
  * orEventSynchronize return orSuccess once complete, a stream waiting on it takes no failure from

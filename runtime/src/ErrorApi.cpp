@@ -1,10 +1,7 @@
-// orGetErrorName, orGetErrorString, orGetLastErrorMessage, orRuntimeGetVersion, and the pieces
-// of error messages (Messages.h).
+// Entry points of runtime.h's "Errors" section: the names and descriptions of error codes, the
+// thread's last error, initialization and the version.
 #include <openreg/runtime.h>
 
-#include <cstdio>
-
-#include "Messages.h"
 #include "Runtime.h"
 
 #define OPENREG_ERROR_LIST(X)                                                                  \
@@ -54,6 +51,17 @@ const char* orGetLastErrorMessage(void) {
   return openreg::lastErrorMessage();
 }
 
+orError_t orGetLastErrorCategory(int* category) {
+  OR_REQUIRE_NOT_NULL(category);
+  *category = openreg::lastFailureCategory();
+  return orSuccess;
+}
+
+orError_t orInit(unsigned int flags) {
+  OR_ENTER();
+  return flags == 0 ? orSuccess : openreg::fail(orErrorInvalidValue, __func__, "flags must be 0");
+}
+
 orError_t orRuntimeGetVersion(int* version) {
   OR_REQUIRE_NOT_NULL(version);
   *version = OPENREG_RUNTIME_VERSION;
@@ -61,19 +69,3 @@ orError_t orRuntimeGetVersion(int* version) {
 }
 
 }  // extern "C"
-
-namespace openreg {
-
-std::string callMessage(const char* call, std::string_view what) {
-  std::string message = OR_DEVICE_NAME ": ";
-  message.append(call).append(": ").append(what);
-  return message;
-}
-
-std::string hexAddress(std::uintptr_t address) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
-  return buf;
-}
-
-}  // namespace openreg
