@@ -41,16 +41,19 @@ def first_allocation_error(env: dict) -> str:
 @pytest.mark.parametrize(
     "env, words",
     [
-        ({"PYTORCH_OPENREG_ALLOC_CONF": "bogus:1"}, "invalid PYTORCH_OPENREG_ALLOC_CONF='bogus:1': unknown key 'bogus'"),
+        ({"PYTORCH_OPENREG_ALLOC_CONF": "bogus:1"},
+         "invalid PYTORCH_OPENREG_ALLOC_CONF='bogus:1': unknown key 'bogus'"),
         ({"PYTORCH_ALLOC_CONF": "max_split_size_mb:abc"},
-         "invalid PYTORCH_ALLOC_CONF='max_split_size_mb:abc': 'max_split_size_mb:abc' is not a valid value; "
-         "max_split_size_mb takes a whole number"),
+         ("invalid PYTORCH_ALLOC_CONF='max_split_size_mb:abc': 'max_split_size_mb:abc' is not a valid value; "
+          "max_split_size_mb takes a whole number")),
         ({"PYTORCH_OPENREG_ALLOC_CONF": "expandable_segments:yes"}, "expandable_segments takes True or False"),
         ({"PYTORCH_OPENREG_ALLOC_CONF": "backend:cudaMallocAsync"}, "(it configures CUDA's allocator only)"),
         ({"PYTORCH_OPENREG_ALLOC_CONF": "roundup_power2_divisions:[3:4]"},
-         "PYTORCH_OPENREG_ALLOC_CONF='roundup_power2_divisions:[3:4]': 'roundup_power2_divisions:[3:4]' is not a valid value"),
+         ("PYTORCH_OPENREG_ALLOC_CONF='roundup_power2_divisions:[3:4]': "
+          "'roundup_power2_divisions:[3:4]' is not a valid value")),
         ({"PYTORCH_OPENREG_ALLOC_CONF": "max_non_split_rounding_mb:1"},
-         "PYTORCH_OPENREG_ALLOC_CONF='max_non_split_rounding_mb:1': CachingAllocator option max_non_split_rounding_mb too small"),
+         ("PYTORCH_OPENREG_ALLOC_CONF='max_non_split_rounding_mb:1': "
+          "CachingAllocator option max_non_split_rounding_mb too small")),
     ],
     ids=["unknown_key", "not_a_number", "not_a_bool", "cuda_only_key_in_own", "not_power_of_2", "c10_range"],
 )

@@ -277,7 +277,8 @@ def test_a_malformed_environment_variable_is_refused_naming_it(monkeypatch):
 def test_an_option_of_the_wrong_type_is_refused_naming_the_variable(variable, value, words):
     result = run_python("import torch_openreg", {variable: value})
     assert result.returncode != 0
-    assert f"ValueError: openreg: invalid {variable}='{value}': {words}; expected " in result.stderr, result.stderr[-2000:]
+    expected = f"ValueError: openreg: invalid {variable}='{value}': {words}; expected "
+    assert expected in result.stderr, result.stderr[-2000:]
 
 
 def test_stream_sanitizer_reports_a_bad_free_when_left_if_no_operator_follows():

@@ -16,8 +16,8 @@
 #include "aten/engine/Arguments.h"
 #include "aten/engine/AsyncPath.h"
 #include "aten/engine/AsyncTask.h"
+#include "aten/engine/CallChecks.h"
 #include "aten/engine/CallDevice.h"
-#include "aten/engine/HeldWarnings.h"
 #include "aten/engine/Ledger.h"
 #include "aten/engine/MetaKernel.h"
 #include "aten/engine/ShapeCache.h"
@@ -38,8 +38,10 @@ namespace {
 // while its Meta kernel answers a 0-dim result. Queued, the error would surface later, in another
 // call. When every device tensor of a call is empty, running the CPU kernel costs nothing: so a
 // signature seen for the first time (a shape-cache miss) runs it on empty CPU tensors of the same
-// layout, and its error, of the CPU's type, is raised at the call. Random operators are not run
-// twice. Calls with data are not covered: their CPU kernels' checks depend on values.
+// layout (raiseCpuErrorAtCall, the one way the engine raises the CPU's error at the call), and its
+// error, of the CPU's type, is raised at the call; its warnings are dropped, as the task runs the
+// same kernel and gives them. Random operators are not run twice. Calls with data are not covered:
+// their CPU kernels' checks depend on values.
 void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                      c10::Device device) {
   bool any = false, allEmpty = true;
@@ -50,14 +52,7 @@ void checkEmptyOnCpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
       allEmpty = allEmpty && t.numel() == 0;
     });
   }
-  if (!any || !allEmpty) return;
-  torch::jit::Stack s = standIns(args, c10::kCPU, [](const at::Tensor& t) {
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
-  });
-  at::AutoDispatchBelowADInplaceOrView guard;
-  DroppedWarnings quiet;  // its errors only: the task runs the same kernel and gives its warnings
-  countCheckKernel();
-  runCpuKernelNamingDevice(op, &s, device);
+  if (any && allEmpty) raiseCpuErrorAtCall(op, args, device);
 }
 
 // [marker: engine-in-place-shape]

@@ -90,6 +90,16 @@ void runCallChecks(const CallChecks& checks, ShapeCache& known, const Signature*
                    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                    c10::Device device);
 
+// [marker: engine-cpu-error-at-call]
+// Note [The CPU's error at the call]
+// One mechanism raises a CPU kernel's error at the call without touching device data: the CPU
+// kernel on CPU stand-ins of the call's tensors (zeros of the same sizes and strides, over zero
+// pages when large; a generator of its own), its error rethrown naming the device, its warnings
+// dropped unless the check gives them (the task repeats them), one check kernel counted in the
+// ledger. Its three users: the call checks above (askCpuIf, the random operators, the overlap
+// checks), a Meta kernel's refusal (below), and a call whose device tensors are all empty (Note
+// [Errors of empty inputs] in AsyncPath.cpp).
+//
 // Note [Meta errors at the call]
 // The Meta kernel refused a call. Either the call is wrong (a shape, dtype or device error) or the
 // Meta kernel cannot answer without data (repeat_interleave without output_size). The CPU kernel
