@@ -461,6 +461,29 @@ def test_expandable_segment_statistics_follow_a_random_workload():
     assert got["checks"] >= 5 and got["failed"] == [] and got["unmaps"] >= 5
 
 
+def test_a_stream_past_the_address_space_keeps_fixed_segments():
+    got = run_json(
+        """
+        streams = [torch.openreg.Stream() for _ in range(4)]
+        held = []
+        for i, s in enumerate(streams):
+            with torch.openreg.stream(s):
+                held.append(torch.full((2**20,), float(i), device="openreg"))  # 4 MiB each
+        torch.openreg.synchronize()
+        large = [x for x in m.memory_snapshot() if x["segment_type"] == "large"]
+        print(json.dumps({"expandable": sorted(x["is_expandable"] for x in large),
+                          "sizes": sorted(x["total_size"] // 2**20 for x in large),
+                          "values": [t[0].item() for t in held],
+                          "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved()}))
+        """,
+        {**EXPANDABLE, "OPENREG_DEVICE_MEMORY": "256M"},
+    )
+    # Three segments of twice the capacity fill the 7 capacities of reservations; the fourth stream
+    # takes a fixed 20 MiB segment (large_segment_size_mb) instead of failing.
+    assert got == {"expandable": [False, True, True, True], "sizes": [4, 4, 4, 20], "values": [0.0, 1.0, 2.0, 3.0],
+                   "snapshot": True}
+
+
 # Sizes that change every step, as sequence lengths do; each step frees the last one's tensors.
 VARIABLE = """
 import random

@@ -132,7 +132,8 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
 // that holds the request.
 Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, size_t size,
                                           size_t requested) {
-  if (expandsSegments(pool)) {  // Note [Expandable segments]
+  if (expandsSegments(pool) &&
+      expandableSegmentFor(pool, stream) != nullptr) {  // Note [Expandable segments]
     Block* block = growExpandable(pool, stream, size);
     if (block == nullptr) {
       stats_.num_alloc_retries += 1;

@@ -3,9 +3,12 @@
 // [marker: expandable-segments]
 // Note [Expandable segments]
 // With expandable_segments:True (Note [Allocator configuration]), the large pool of each stream
-// gets one segment that reserves as much of the device's address space as the device has memory
-// (orMemAddressReserve: no memory is charged) and maps memory into it granule by granule (orMemMap,
-// 2 MiB), wherever its blocks need it, as CUDA's expandable segments do.
+// gets one segment that reserves twice as much of the device's address space as the device has
+// memory (orMemAddressReserve: no memory is charged) and maps memory into it granule by granule
+// (orMemMap, 2 MiB), wherever its blocks need it, as CUDA's expandable segments do (CUDA reserves
+// 1.125 times: a hole's memory is mapped again past live blocks, and the range must have room
+// there). A device's reservations may total 7 times its capacity, so a stream that finds no address
+// space left keeps fixed segments.
 //
 // Its blocks cover the whole reservation. A mapped block is allocated or free, and splits down to
 // 512 bytes and merges like any other; an unmapped block (Block::mapped false) starts and ends on
@@ -125,7 +128,9 @@ ExpandableSegment* DeviceCachingAllocator::expandableSegmentFor(BlockPool& pool,
   {
     DeviceScope scope(device_);
     OPENREG_CHECK(orMemGetInfo(&free, &total));
-    segment->reserved = roundUp(total, granularity());
+    // Twice the capacity: with live blocks spread over the first capacity's worth of the range,
+    // all the free memory the retry unmaps can still be mapped past them.
+    segment->reserved = 2 * roundUp(total, granularity());
     const orError_t status = orMemAddressReserve(&segment->base, segment->reserved);
     if (status == orErrorMemoryAllocation) return nullptr;  // no address space left
     OPENREG_CHECK(status);
