@@ -111,6 +111,45 @@ def test_max_split_size_keeps_large_blocks_whole():
     assert whole["snapshot"] == whole["reserved"] and split["snapshot"] == split["reserved"]
 
 
+def test_oversize_statistics_count_blocks_and_segments_of_max_split_size_as_cudas_do():
+    got = run_json(
+        """
+        M = 2**20
+        def oversize():
+            s = m.memory_stats()
+            return {k: [s[f"{k}.{f}"] for f in ("current", "peak", "allocated", "freed")]
+                    for k in ("oversize_allocations", "oversize_segments")}
+        x = torch.empty(100 * M, dtype=torch.uint8, device="openreg")  # an oversize segment and block
+        y = torch.empty(30 * M, dtype=torch.uint8, device="openreg")  # neither
+        z = torch.empty(80 * M, dtype=torch.uint8, device="openreg")  # both
+        steps = [oversize()]
+        del x  # its segment stays cached
+        steps.append(oversize())
+        w = torch.empty(90 * M, dtype=torch.uint8, device="openreg")  # x's 100 MiB block, whole
+        steps.append(oversize())
+        del w, z
+        torch.openreg.empty_cache()
+        steps.append(oversize())
+        torch.openreg.reset_peak_memory_stats()
+        steps.append(oversize())
+        torch.openreg.reset_accumulated_memory_stats()
+        steps.append(oversize())
+        print(json.dumps(steps))
+        """,
+        {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"},
+    )
+    # [current, peak, allocated, freed]; reset_peak_memory_stats and reset_accumulated_memory_stats
+    # reset them as every other statistic, as CUDA's do.
+    assert got == [
+        {"oversize_allocations": [2, 2, 2, 0], "oversize_segments": [2, 2, 2, 0]},
+        {"oversize_allocations": [1, 2, 2, 1], "oversize_segments": [2, 2, 2, 0]},
+        {"oversize_allocations": [2, 2, 3, 1], "oversize_segments": [2, 2, 2, 0]},
+        {"oversize_allocations": [0, 2, 3, 3], "oversize_segments": [0, 2, 2, 2]},
+        {"oversize_allocations": [0, 0, 3, 3], "oversize_segments": [0, 0, 2, 2]},
+        {"oversize_allocations": [0, 0, 0, 0], "oversize_segments": [0, 0, 0, 0]},
+    ]
+
+
 def test_max_non_split_rounding_lets_a_large_block_serve_a_request_close_to_its_size():
     code = """
     x = torch.empty(100 * 2**20, dtype=torch.uint8, device="openreg"); del x
@@ -299,6 +338,154 @@ def test_an_expandable_segment_grows_in_place_and_shrinks_on_empty_cache():
     assert got == {"segments": 1, "expandable": True, "contiguous": True, "reserved": 80, "snapshot": True,
                    "values": 30 * 2**18 + 2 * 50 * 2**18, "device_allocs": 3, "after_empty_cache": 0,
                    "device_frees": 2}
+
+
+# Three blocks in the expandable segment: a (3 MiB), a 20 MiB hole, b (3 MiB). Each request maps the
+# granules (2 MiB) it lacks: a maps 4 MiB, the hole 20 more (with a's free last 1 MiB), b 2 more.
+HOLE = """
+M = 2**20
+def large():
+    s = m.memory_stats()
+    segments = [x for x in m.memory_snapshot() if x["segment_type"] == "large"]
+    return {"reserved": s["reserved_bytes.large_pool.current"] // M, "segments": s["segment.large_pool.current"],
+            "listed": len(segments), "expandable": all(x["is_expandable"] for x in segments),
+            "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved(),
+            "maps": s["num_device_alloc"], "unmaps": s["num_device_free"]}
+a_cpu, b_cpu = torch.randn(3 * M // 4), torch.randn(3 * M // 4)
+a = a_cpu.to("openreg")
+hole = torch.empty(20 * M, dtype=torch.uint8, device="openreg")
+b = b_cpu.to("openreg")
+at = {"hole": hole.data_ptr() - a.data_ptr(), "b": b.data_ptr() - a.data_ptr()}
+full = large()
+free_full = m.mem_get_info()[0]
+del hole
+torch.openreg.empty_cache()
+free_emptied = m.mem_get_info()[0]
+emptied = large()
+torch.openreg.empty_cache()  # nothing more to give back
+again = large()
+"""
+
+
+def test_empty_cache_unmaps_a_free_hole_between_live_blocks_and_a_request_reuses_it():
+    got = run_json(
+        HOLE
+        + textwrap.dedent(
+            """
+        intact = torch.equal(a.cpu(), a_cpu) and torch.equal(b.cpu(), b_cpu)
+        c_cpu = torch.randn(5 * M)  # 20 MiB: its free neighbours' 2 MiB and the 18 unmapped
+        c = c_cpu.to("openreg")
+        refilled = large()
+        print(json.dumps({"at": at, "full": full, "emptied": emptied, "again": again, "intact": intact,
+                          "freed": (free_emptied - free_full) // M, "reused": c.data_ptr() - a.data_ptr(),
+                          "refilled": refilled, "taken": (free_emptied - m.mem_get_info()[0]) // M,
+                          "all_intact": torch.equal(a.cpu(), a_cpu) and torch.equal(b.cpu(), b_cpu)
+                          and torch.equal(c.cpu(), c_cpu)}))
+        """
+        ),
+        EXPANDABLE,
+    )
+    M = 2**20
+    assert got["at"] == {"hole": 3 * M, "b": 23 * M}
+    assert got["full"] == {"reserved": 26, "segments": 1, "listed": 1, "expandable": True, "snapshot": True,
+                           "maps": 3, "unmaps": 0}
+    # The hole's whole granules, [4, 22) MiB, go back; a's last granule and b's first stay mapped, so
+    # the segment is two mapped ranges, listed as two segments.
+    assert got["emptied"] == {"reserved": 8, "segments": 2, "listed": 2, "expandable": True, "snapshot": True,
+                              "maps": 3, "unmaps": 1}
+    assert got["again"] == got["emptied"] and got["freed"] == 18
+    assert got["intact"] and got["all_intact"]
+    # The 20 MiB request takes the hole back (its free 1 MiB ends and its 18 unmapped MiB), mapping
+    # only those 18 MiB, at the hole's address: the device's free memory agrees.
+    assert got["reused"] == 3 * M and got["taken"] == 18
+    assert got["refilled"] == {"reserved": 26, "segments": 1, "listed": 1, "expandable": True, "snapshot": True,
+                               "maps": 4, "unmaps": 1}
+
+
+def test_a_request_larger_than_an_unmapped_hole_grows_the_segment_at_its_end():
+    got = run_json(
+        HOLE
+        + textwrap.dedent(
+            """
+        c = torch.empty(30 * M, dtype=torch.uint8, device="openreg")  # more than the hole: after b
+        grown = large()
+        d = torch.empty(10 * M, dtype=torch.uint8, device="openreg")  # fits the hole, at its lowest address
+        print(json.dumps({"c": c.data_ptr() - a.data_ptr(), "grown": grown, "d": d.data_ptr() - a.data_ptr(),
+                          "filled": large(), "intact": torch.equal(a.cpu(), a_cpu) and torch.equal(b.cpu(), b_cpu)}))
+        """
+        ),
+        EXPANDABLE,
+    )
+    M = 2**20
+    # c: mapped past b, where the reservation's unmapped rest begins; it joins b's mapped range.
+    assert got["c"] == 26 * M
+    assert got["grown"] == {"reserved": 38, "segments": 2, "listed": 2, "expandable": True, "snapshot": True,
+                            "maps": 4, "unmaps": 1}
+    # d: from a's free last 1 MiB and the hole's first 10 MiB (5 granules), joining nothing past it.
+    assert got["d"] == 3 * M
+    assert got["filled"] == {"reserved": 48, "segments": 2, "listed": 2, "expandable": True, "snapshot": True,
+                             "maps": 5, "unmaps": 1}
+    assert got["intact"]
+
+
+def test_expandable_segment_statistics_follow_a_random_workload():
+    got = run_json(
+        """
+        import random
+        M = 2**20
+        rng = random.Random(0)
+        live = {}  # name: (device tensor, CPU copy)
+        checks = []
+        for step in range(120):
+            op = rng.random()
+            if op < 0.55 or not live:
+                n = rng.randint(M // 4 + 1, 12 * M)  # floats: 1 to 48 MiB
+                cpu = torch.randn(n // 4, generator=torch.Generator().manual_seed(step))
+                live[step] = (cpu.to("openreg"), cpu)
+            elif op < 0.9:
+                del live[rng.choice(list(live))]
+            else:
+                free_before, total = m.mem_get_info()
+                reserved_before = m.memory_reserved()
+                torch.openreg.empty_cache()
+                s = m.memory_stats()
+                large = [x for x in m.memory_snapshot() if x["segment_type"] == "large"]
+                checks.append({
+                    "given_back": m.mem_get_info()[0] - free_before == reserved_before - m.memory_reserved(),
+                    "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved(),
+                    "segments": s["segment.large_pool.current"] == len(large),
+                    "allocated": sum(x["allocated_size"] for x in large) == s["allocated_bytes.large_pool.current"],
+                    "intact": all(torch.equal(t.cpu(), c) for t, c in live.values()),
+                })
+        print(json.dumps({"checks": len(checks), "failed": [c for c in checks if not all(c.values())],
+                          "unmaps": m.memory_stats()["num_device_free"]}))
+        """,
+        EXPANDABLE,
+    )
+    assert got["checks"] >= 5 and got["failed"] == [] and got["unmaps"] >= 5
+
+
+def test_a_stream_past_the_address_space_keeps_fixed_segments():
+    got = run_json(
+        """
+        streams = [torch.openreg.Stream() for _ in range(4)]
+        held = []
+        for i, s in enumerate(streams):
+            with torch.openreg.stream(s):
+                held.append(torch.full((2**20,), float(i), device="openreg"))  # 4 MiB each
+        torch.openreg.synchronize()
+        large = [x for x in m.memory_snapshot() if x["segment_type"] == "large"]
+        print(json.dumps({"expandable": sorted(x["is_expandable"] for x in large),
+                          "sizes": sorted(x["total_size"] // 2**20 for x in large),
+                          "values": [t[0].item() for t in held],
+                          "snapshot": sum(x["total_size"] for x in m.memory_snapshot()) == m.memory_reserved()}))
+        """,
+        {**EXPANDABLE, "OPENREG_DEVICE_MEMORY": "256M"},
+    )
+    # Three segments of twice the capacity fill the 7 capacities of reservations; the fourth stream
+    # takes a fixed 20 MiB segment (large_segment_size_mb) instead of failing.
+    assert got == {"expandable": [False, True, True, True], "sizes": [4, 4, 4, 20], "values": [0.0, 1.0, 2.0, 3.0],
+                   "snapshot": True}
 
 
 # Sizes that change every step, as sequence lengths do; each step frees the last one's tensors.

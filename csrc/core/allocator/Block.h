@@ -5,9 +5,11 @@
 #include <c10/core/Stream.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <set>
 #include <tuple>
 #include <unordered_set>
+#include <vector>
 
 namespace openreg::allocator {
 
@@ -25,16 +27,23 @@ constexpr size_t kRoundLarge = 2 << 20;
 struct Block;
 struct PrivatePool;
 
+// Orders blocks by address.
+struct BlockAddressOrder {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
 // A segment that reserves a large range of the device's address space and maps memory into it
-// as it grows (Note [Expandable segments] in ExpandableSegment.cpp). Its mapped bytes are a prefix
-// of the range, [base, base + mapped), cut into blocks like any segment.
+// granule by granule, wherever its blocks need it (Note [Expandable segments] in
+// ExpandableSegment.cpp). Its blocks cover the whole range: mapped ones, allocated or free, and
+// unmapped ones (Block::mapped false), which are in no pool's free set but in `unmapped`.
 struct ExpandableSegment {
   explicit ExpandableSegment(c10::Stream stream) : stream(stream) {}
   void* base = nullptr;
   size_t reserved = 0;  // bytes of address space
-  size_t mapped = 0;    // bytes mapped, from base
+  size_t mapped = 0;    // bytes mapped
   c10::Stream stream;
-  Block* last = nullptr;  // the block ending at base + mapped, if any
+  std::vector<bool> granules;                    // which granules of the range are mapped
+  std::set<Block*, BlockAddressOrder> unmapped;  // the unmapped blocks
 };
 
 // Orders free blocks by stream, then size, then address, so that a lookup finds the smallest
@@ -62,6 +71,7 @@ struct Block {
   BlockPool* pool;
   void* ptr;                                // device address
   bool allocated = false;                   // handed out to a caller
+  bool mapped = true;                       // false: an unmapped range of an expandable segment
   bool countedInactive = false;             // free, split, and counted in inactive_split stats
   int pendingEvents = 0;                    // events to complete before the block may be reused
   unsigned long long freedAt = 0;           // when it last became free (a count of frees): its age
@@ -76,6 +86,8 @@ struct Block {
 
   bool isSplit() const { return prev != nullptr || next != nullptr; }
   bool isFree() const { return !allocated && pendingEvents == 0; }
+  // Free memory: in its pool's free set, a neighbour a freed block merges with.
+  bool isCached() const { return mapped && isFree(); }
 };
 
 inline bool BlockComparator::operator()(const Block* a, const Block* b) const {
@@ -83,6 +95,10 @@ inline bool BlockComparator::operator()(const Block* a, const Block* b) const {
                          reinterpret_cast<uintptr_t>(a->ptr)) <
          std::make_tuple(b->stream.device_index(), b->stream.id(), b->size,
                          reinterpret_cast<uintptr_t>(b->ptr));
+}
+
+inline bool BlockAddressOrder::operator()(const Block* a, const Block* b) const {
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
 }
 
 }  // namespace openreg::allocator

@@ -103,8 +103,6 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
     if (rest->next != nullptr) rest->next->prev = rest;
     block->next = rest;
     rest->expandable = block->expandable;
-    if (rest->expandable != nullptr && rest->expandable->last == block)
-      rest->expandable->last = rest;
     block->size = size;
     insertFree(rest);
   }
@@ -135,7 +133,8 @@ Block* DeviceCachingAllocator::malloc(size_t requested, c10::Stream stream) {
 // that holds the request.
 Block* DeviceCachingAllocator::newSegment(BlockPool& pool, c10::Stream stream, size_t size,
                                           size_t requested) {
-  if (expandsSegments(pool)) {  // Note [Expandable segments]
+  if (expandsSegments(pool) &&
+      expandableSegmentFor(pool, stream) != nullptr) {  // Note [Expandable segments]
     Block* block = growExpandable(pool, stream, size);
     if (block == nullptr) {
       stats_.num_alloc_retries += 1;
@@ -316,7 +315,7 @@ void DeviceCachingAllocator::insertFree(Block* block) {
     node.value() = block;
     block->pool->blocks.insert(std::move(node));
   }
-  if (block->isSplit()) {
+  if (block->isSplit() && block->expandable == nullptr) {  // Note [Expandable segments]
     block->countedInactive = true;
     for_each_selected_stat_type(statTypes(*block->pool), [&](size_t t) {
       stats_.inactive_split[t].increase(1);
@@ -348,7 +347,7 @@ void DeviceCachingAllocator::freeBlock(Block* block) {
     stats_.active_bytes[t].decrease(size);
   });
   activeBlocks_.erase(block);
-  if (Block* prev = block->prev; prev != nullptr && prev->isFree()) {
+  if (Block* prev = block->prev; prev != nullptr && prev->isCached()) {
     eraseFree(prev);
     block->ptr = prev->ptr;
     block->size += prev->size;
@@ -356,13 +355,11 @@ void DeviceCachingAllocator::freeBlock(Block* block) {
     if (block->prev != nullptr) block->prev->next = block;
     deleteBlock(prev);
   }
-  if (Block* next = block->next; next != nullptr && next->isFree()) {
+  if (Block* next = block->next; next != nullptr && next->isCached()) {
     eraseFree(next);
     block->size += next->size;
     block->next = next->next;
     if (block->next != nullptr) block->next->prev = block;
-    if (next->expandable != nullptr && next->expandable->last == next)
-      next->expandable->last = block;
     deleteBlock(next);
   }
   insertFree(block);
@@ -577,6 +574,8 @@ void forEachStat(DeviceStats& stats, F fn) {
     }
     for (auto& [id, stat] : stats.reserved_bytes_by_private_pools) fn(stat[t]);
   }
+  fn(stats.oversize_allocations);  // reset with the others, as CUDA's allocator does
+  fn(stats.oversize_segments);
 }
 
 void DeviceCachingAllocator::resetAccumulatedStats() {
@@ -598,8 +597,10 @@ void DeviceCachingAllocator::resetPeakStats() {
 std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::vector<Block*> heads;
+  // An expandable segment's contiguous mapped ranges are segments of their own, as CUDA reports
+  // them (Note [Expandable segments]); an unmapped block is in no pool's free set and never active.
   auto addHead = [&](Block* b) {
-    if (b->prev == nullptr) heads.push_back(b);
+    if (b->prev == nullptr || !b->prev->mapped) heads.push_back(b);
   };
   for (Block* b : smallBlocks_.blocks) addHead(b);
   for (Block* b : largeBlocks_.blocks) addHead(b);
@@ -618,7 +619,7 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() {
     segment.is_large = !head->pool->isSmall;
     segment.is_expandable = head->expandable != nullptr;
     if (head->pool->owner != nullptr) segment.owner_private_pool_id = head->pool->owner->id;
-    for (Block* b = head; b != nullptr; b = b->next) {
+    for (Block* b = head; b != nullptr && b->mapped; b = b->next) {
       c10::CachingDeviceAllocator::BlockInfo info;
       info.size = b->size;
       info.requested_size = b->allocated ? b->requested : 0;

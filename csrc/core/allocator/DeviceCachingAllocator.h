@@ -120,9 +120,13 @@ class OPENREG_TORCH_API DeviceCachingAllocator {
   void collectGarbage();
   // Expandable segments (ExpandableSegment.cpp).
   bool expandsSegments(const BlockPool& pool) const;
-  ExpandableSegment* expandableSegmentFor(c10::Stream stream);
+  ExpandableSegment* expandableSegmentFor(BlockPool& pool, c10::Stream stream);
   Block* growExpandable(BlockPool& pool, c10::Stream stream, size_t size);
+  Block* mapHole(Block* hole, size_t bytes);
   void shrinkExpandableSegments();
+  void unmapFree(ExpandableSegment& segment, Block* block);
+  void countMapping(ExpandableSegment& segment, const BlockPool& pool, const void* ptr,
+                    size_t bytes, bool mapped);
   BlockPool& poolFor(size_t size, c10::Stream stream);
   // What releaseCachedSegments returns: the shared pools and the private pools no graph uses, or
   // only releasing_ while releasePool runs.

@@ -38,8 +38,8 @@ enum class TraceAction {
   FreeCompleted,
   SegmentAlloc,
   SegmentFree,
-  SegmentMap,  // an expandable segment grew (Note [Expandable segments])
-  SegmentUnmap,
+  SegmentMap,    // an expandable segment mapped memory (Note [Expandable segments])
+  SegmentUnmap,  // and unmapped it
   Oom
 };
 
