@@ -48,7 +48,7 @@ def _register_dynamo() -> None:
 
     register_interface_for_device(DEVICE_NAME, OpenRegInterface)
     for index in range(OpenRegInterface.device_count()):
-        register_interface_for_device(f"openreg:{index}", OpenRegInterface)
+        register_interface_for_device(f"{DEVICE_NAME}:{index}", OpenRegInterface)
     if DEVICE_NAME not in _COMPILER_FNS:
         register_backend(backend.openreg, name=DEVICE_NAME)
 

@@ -9,6 +9,7 @@ from lightning.pytorch.plugins.precision import Precision
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy, Strategy
 from torch.nn.parallel import DistributedDataParallel
 
+from .._C import DEVICE_NAME
 from .precision import on_openreg
 
 
@@ -32,7 +33,7 @@ class SingleOpenRegStrategy(SingleDeviceStrategy):
     strategy_name = "openreg_single"
     precision_plugin = _precision_property()
 
-    def __init__(self, device: Any = "openreg:0", **kwargs: Any) -> None:
+    def __init__(self, device: Any = f"{DEVICE_NAME}:0", **kwargs: Any) -> None:
         super().__init__(device=device, **kwargs)
 
     @classmethod

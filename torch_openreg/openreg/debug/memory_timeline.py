@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from ..._C import DEVICE_NAME
+
 
 @dataclass
 class Point:
@@ -60,7 +62,7 @@ def timeline_svg(
             'font-family="sans-serif" font-size="12">'
         ),
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{left}" y="20" font-size="14">{escape(title or f"openreg:{device} memory over time")}</text>',
+        f'<text x="{left}" y="20" font-size="14">{escape(title or f"{DEVICE_NAME}:{device} memory over time")}</text>',
     ]
     if not points:
         out.append(f'<text x="{left}" y="{top + h / 2}">no allocator events recorded</text></svg>')
