@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import importlib.util
 import json
 import os
 import pathlib
@@ -61,6 +62,14 @@ def test_key(nodeid: str) -> tuple[str, str] | None:
     return None
 
 
+def openreg_test_base() -> pathlib.Path:
+    """The installed package's test base file, found without importing torch_openreg here."""
+    spec = importlib.util.find_spec("torch_openreg")
+    if spec is None or spec.origin is None:
+        raise SystemExit("pytorch_suite: torch_openreg is not installed in this Python")
+    return pathlib.Path(spec.origin).parent / "pytorch_test_base.py"
+
+
 def run_file(path: pathlib.Path, device: str, timeout: float, work: pathlib.Path,
              only: list[str] | None = None) -> tuple[dict[str, dict], float]:
     """Runs one file (or the tests `only` names) on one device; returns {nodeid: record} and the
@@ -73,6 +82,11 @@ def run_file(path: pathlib.Path, device: str, timeout: float, work: pathlib.Path
                OPENREG_SUITE_DEVICE=device, OPENREG_SUITE_EVENTS=str(events),
                OPENREG_SUITE_SKIP=str(skip_file),
                PYTHONPATH=os.pathsep.join(filter(None, [str(TOOLS), os.environ.get("PYTHONPATH")])))
+    if device == "openreg":
+        # openreg's device test base (torch_openreg/pytorch_test_base.py), through PyTorch's
+        # TORCH_TEST_DEVICES: the generic PrivateUse1TestBase plus the capabilities torch 2.15's
+        # @requires_capabilities asks for.
+        env["TORCH_TEST_DEVICES"] = str(openreg_test_base())
     if device == "openreg" and "OPENREG_DEVICE_MEMORY" not in os.environ:
         # @largeTensorTest asks the CPU run for free host memory and the openreg run for the
         # device's (mem_get_info), whose capacity defaults to a quarter of host memory: with half,
