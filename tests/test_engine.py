@@ -963,3 +963,34 @@ def _raised(call):
     except Exception as error:  # noqa: BLE001 - the CPU's answer, whatever it is
         return error
     raise AssertionError("the CPU accepted the call")
+
+
+def test_recycled_kernel_aliases_take_each_calls_own_layout():
+    # Note [Recycled kernel aliases]: a worker reuses the aliases of earlier tasks. Layouts that
+    # differ call after call (rank, strides, offsets, empty and 0-d tensors, a regrown output in
+    # between, conjugate views that are never recycled) must each reach the kernel as their own.
+    torch.manual_seed(0)
+    base = torch.randn(6, 8)
+    dev = base.to("openreg")
+    views = [
+        lambda t: t,
+        lambda t: t.t(),
+        lambda t: t[1:, 2::2],
+        lambda t: t[3],
+        lambda t: t[2, 5],
+        lambda t: t[:0],
+        lambda t: t.reshape(2, 3, 8)[:, 1],
+    ]
+    for _ in range(3):  # the later rounds run on recycled aliases
+        for view in views:
+            for dtype in (torch.float32, torch.float64, torch.int64):
+                a, b = view(base).to(dtype), view(base.flip(0)).to(dtype)
+                x, y = view(dev).to(dtype), view(dev.flip(0)).to(dtype)
+                assert same(x + y * 2, a + b * 2)
+                assert same((x * y).sum(), (a * b).sum())
+        out = torch.empty(0, device="openreg")  # grown by mse_loss.out's kernel (Note [Regrown outputs])
+        torch.ops.aten.mse_loss.out(dev, dev.flip(1), 1, out=out)
+        assert same(out, F.mse_loss(base, base.flip(1)))
+        z = torch.complex(base, base.flip(0))
+        assert same(z.to("openreg").conj() * 2, z.conj() * 2)
+    torch.openreg.synchronize()

@@ -9,6 +9,7 @@
 #include <openreg/runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "core/Exception.h"
@@ -88,9 +89,70 @@ KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTensor) {
   return spec;
 }
 
+// [marker: recycled-kernel-aliases]
+// Note [Recycled kernel aliases]
+// A task makes a kernel alias, a TensorImpl and its StorageImpl, for each device tensor it
+// touches, and drops them when its kernel returns: for a tiny operator, making and unmaking them
+// was the largest part of the worker's instructions (docs/performance.md). So a task gives its
+// aliases back (recycleKernelAlias), and the thread keeps, per dtype, a few that nothing else
+// references: one strong and no weak reference to the tensor, one to its storage (no view of it
+// survived the kernel), no conjugate or negative bit, no autograd metadata. The next alias of that
+// dtype on the thread takes one and only sets what makeAlias would: the data pointer (which also
+// drops host memory a regrown output took), the byte size, the allocator, the sizes and strides,
+// offset 0. An alias never reaches Python (Note [Tasks hold no Python-visible tensor]), so nothing
+// can tell a recycled one from a new one. Each thread keeps its own: no lock.
+namespace {
+
+constexpr size_t kRecycledPerDtype = 8;
+
+using RecycledAliases = std::array<c10::SmallVector<at::Tensor, kRecycledPerDtype>,
+                                   static_cast<size_t>(c10::ScalarType::NumOptions)>;
+
+RecycledAliases& recycledAliases() {
+  thread_local RecycledAliases aliases;
+  return aliases;
+}
+
+}  // namespace
+
 at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
-  return makeAlias(spec.data, spec.sizes, spec.strides, spec.dtype, spec.conj, spec.neg,
-                   Regrowth::Allowed);
+  auto& kept = recycledAliases()[static_cast<size_t>(spec.dtype)];
+  if (kept.empty() || spec.conj || spec.neg) {
+    return makeAlias(spec.data, spec.sizes, spec.strides, spec.dtype, spec.conj, spec.neg,
+                     Regrowth::Allowed);
+  }
+  at::Tensor alias = std::move(kept.back());
+  kept.pop_back();
+  c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  const size_t bytes = c10::multiply_integers(spec.sizes) == 0
+                           ? 0
+                           : extentBytes(spec.sizes, spec.strides, impl->dtype().itemsize());
+  storage->set_data_ptr_noswap(c10::DataPtr(spec.data, c10::Device(c10::kCPU)));
+  storage->set_nbytes(bytes);
+  storage->set_allocator(c10::GetAllocator(c10::DeviceType::CPU));
+  storage->set_resizable(true);  // Regrowth::Allowed, as makeAlias gives a task's alias
+  impl->set_storage_offset(0);
+  impl->set_sizes_and_strides(spec.sizes, spec.strides);
+  return alias;
+}
+
+void recycleKernelAlias(at::Tensor&& alias) {
+  if (!alias.defined()) return;
+  c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+  if (alias.use_count() != 1 || alias.weak_use_count() != 1 || !impl->has_storage() ||
+      impl->storage().use_count() != 1 || !impl->is_cpu() || impl->is_conj() || impl->is_neg() ||
+      impl->is_wrapped_number() || impl->autograd_meta() != nullptr) {
+    return;
+  }
+  auto& kept = recycledAliases()[static_cast<size_t>(alias.scalar_type())];
+  if (kept.size() == kRecycledPerDtype) return;
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  // A regrown output's host memory is given back now, not when the alias is next used.
+  if (storage->data_ptr().get_deleter() != nullptr) {
+    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+  }
+  kept.push_back(std::move(alias));
 }
 
 namespace {

@@ -39,6 +39,10 @@ OPENREG_TORCH_API KernelAliasSpec describeKernelAlias(const at::Tensor& deviceTe
 // The same, written into a spec in place (a task's own: no copy of its size vectors).
 OPENREG_TORCH_API void describeKernelAlias(const at::Tensor& deviceTensor, KernelAliasSpec* spec);
 OPENREG_TORCH_API at::Tensor makeKernelAlias(const KernelAliasSpec& spec);
+// Gives back an alias of makeKernelAlias that its task is done with: kept for the thread's next
+// alias of its dtype when nothing else holds it (Note [Recycled kernel aliases] in
+// KernelAlias.cpp).
+OPENREG_TORCH_API void recycleKernelAlias(at::Tensor&& alias);
 
 // The memory a task reads or writes through a tensor, for Note [Poisoned memory] in
 // runtime/src/Poison.h: the bytes between its first and last element. A write covers the range

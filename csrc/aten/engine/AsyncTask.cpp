@@ -130,6 +130,8 @@ void AsyncTask::operator()() {
     } else {
       run(std::move(inputs), aliases);
     }
+    for (auto& alias : aliases)
+      recycleKernelAlias(std::move(alias.first));  // Note [Recycled kernel aliases]
   } catch (...) {
     rethrowAsTaskError(c10::toString(op.schema().operator_name()));
   }
