@@ -275,3 +275,38 @@ test-vllm: vllm-install
 bench-vllm: vllm-install
 	@mkdir -p bench/results
 	PYTHONSAFEPATH=1 $(VLLM_VENV)/bin/python bench/vllm_bench.py --json bench/results/vllm.json
+
+# transformers' own model tests on openreg (docs/testing-libraries.md): each model's test file run on
+# the CPU and on openreg in separate pytest processes, compared test by test
+# (tests/libraries/transformers_suite.py, compare.py); the report goes to build/libraries/transformers/.
+# Its own venv, .venv-libraries/ (torch pinned by constraints.txt, requirements-libraries.txt, the
+# package installed in editable mode from build/release, as for .venv-ecosystem/). The tests come from
+# the release's sdist (fetched from PyPI: tests/*_common.py, *_mixin.py) and from TRANSFORMERS_TESTS,
+# a folder read from the transformers repository and kept outside this one (the model test files,
+# tests/generation/, conftest.py). LIBRARY_MODELS names the tests/models/ folders to run.
+LIB_VENV := $(CURDIR)/.venv-libraries
+LIB_WORK := $(CURDIR)/build/libraries
+TRANSFORMERS_RELEASE := 5.23.0
+TRANSFORMERS_SDIST := $(LIB_WORK)/transformers-$(TRANSFORMERS_RELEASE).tar.gz
+LIBRARY_MODELS ?= gpt2,bert,llama,t5,vit,whisper,mixtral
+$(LIB_VENV)/.requirements-installed: requirements-libraries.txt constraints.txt
+	[ -x $(LIB_VENV)/bin/python ] || python3.11 -m venv $(LIB_VENV)
+	echo '*' > $(LIB_VENV)/.gitignore
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(LIB_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check torch==2.13.0 -r requirements-libraries.txt
+	touch $@
+$(LIB_VENV)/.openreg-installed: $(LIB_VENV)/.requirements-installed pyproject.toml setup.py
+	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
+	  $(LIB_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	touch $@
+$(TRANSFORMERS_SDIST): $(LIB_VENV)/.requirements-installed
+	@mkdir -p $(LIB_WORK)
+	$(LIB_VENV)/bin/python -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+	  -d $(LIB_WORK) transformers==$(TRANSFORMERS_RELEASE)
+
+.PHONY: test-libraries
+test-libraries: build
+	@test -d "$(TRANSFORMERS_TESTS)/tests/models" || { echo "make test-libraries: set TRANSFORMERS_TESTS to a folder holding transformers' conftest.py, tests/ and utils/test_module/ at one commit (docs/testing-libraries.md)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(LIB_VENV)/.openreg-installed $(TRANSFORMERS_SDIST)
+	$(LIB_VENV)/bin/python tests/libraries/transformers_suite.py --sdist $(TRANSFORMERS_SDIST) \
+	  --tests $(TRANSFORMERS_TESTS) --work $(LIB_WORK)/transformers --models $(LIBRARY_MODELS)

@@ -69,3 +69,14 @@ def test_each_declared_capability_holds_on_openreg():
     with torch.nn.attention.sdpa_kernel(backend.OVERRIDEABLE):  # openreg's name for the same kernel
         dev = F.scaled_dot_product_attention(*(q.to("openreg"),) * 3, is_causal=True)
     assert torch.equal(dev.cpu(), cpu)
+
+
+def test_the_testing_command_names_the_test_base():
+    result = run_python("import runpy; runpy.run_module('torch_openreg.testing', run_name='__main__')", env={})
+    assert result.returncode != 0  # a command is required
+    printed = run_python(
+        "import sys; sys.argv = ['x', 'pytorch-test-base']; import runpy; "
+        "runpy.run_module('torch_openreg.testing', run_name='__main__')"
+    )
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    assert printed.stdout.strip() == str(TEST_BASE.resolve())
