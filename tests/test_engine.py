@@ -994,3 +994,17 @@ def test_recycled_kernel_aliases_take_each_calls_own_layout():
         z = torch.complex(base, base.flip(0))
         assert same(z.to("openreg").conj() * 2, z.conj() * 2)
     torch.openreg.synchronize()
+
+
+def test_histc_takes_integer_inputs_as_an_accelerator_does():
+    # Note [Integer histc]: the CPU refuses integer histc, CUDA counts in the input's dtype, and
+    # transformers' MoE layers rely on it on every accelerator.
+    x = torch.randint(-50, 200, (1000,), dtype=torch.int64, generator=torch.Generator().manual_seed(0))
+    for dtype in (torch.int32, torch.int64, torch.uint8):
+        values = x.clamp(0, 255).to(dtype) if dtype == torch.uint8 else x.to(dtype)
+        for bins, low, high in ((7, 0, 0), (16, -50, 199), (5, 10, 20), (1, 0, 0)):
+            got = torch.histc(values.to("openreg"), bins=bins, min=low, max=high)
+            expected = torch.histc(values.double(), bins=bins, min=low, max=high).to(dtype)
+            assert same(got, expected)
+    f = torch.randn(100)
+    assert same(torch.histc(f.to("openreg"), 10), torch.histc(f, 10))  # the CPU's own kernel
