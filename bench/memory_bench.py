@@ -71,6 +71,18 @@ def child(steps: int) -> dict:
     cpu_time, cpu_losses = run("cpu")
     torch.openreg.reset_peak_memory_stats()
     dev_time, dev_losses = run("openreg")
+    return {
+        **allocator_figures(),
+        "losses_equal": cpu_losses == dev_losses,
+        "time_ratio": dev_time / cpu_time,
+    }
+
+
+def allocator_figures() -> dict:
+    """What the allocator did in this process: peaks, device calls, retries, and whether the
+    snapshot's segments add up to the reserved bytes."""
+    import torch
+
     stats = torch.openreg.memory_stats()
     segments = torch.openreg.memory_snapshot()
     return {
@@ -80,8 +92,6 @@ def child(steps: int) -> dict:
         "device_frees": stats["num_device_free"],
         "retries": stats["num_alloc_retries"],
         "snapshot_equals_reserved": sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved(),
-        "losses_equal": cpu_losses == dev_losses,
-        "time_ratio": dev_time / cpu_time,
     }
 
 
@@ -108,17 +118,7 @@ def child_variable(steps: int, empty_cache: bool) -> dict:
             completed += 1
     except torch.OutOfMemoryError:
         pass
-    stats = torch.openreg.memory_stats()
-    segments = torch.openreg.memory_snapshot()
-    return {
-        "completed": completed == steps,
-        "peak_allocated": stats["allocated_bytes.all.peak"],
-        "peak_reserved": stats["reserved_bytes.all.peak"],
-        "device_allocs": stats["num_device_alloc"],
-        "device_frees": stats["num_device_free"],
-        "retries": stats["num_alloc_retries"],
-        "snapshot_equals_reserved": sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved(),
-    }
+    return {"completed": completed == steps, **allocator_figures()}
 
 
 def run_child(args: list[str], env: dict) -> dict:

@@ -18,26 +18,27 @@ CPP_FOLDERS = ("runtime/src", "runtime/include", "csrc", "torch_openreg/csrc")
 CPP_NAME_LITERAL = re.compile(r'"openreg(?:"|: |:\d|:")')
 
 
-def _cpp_code_lines(path: pathlib.Path):
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        code = line.split("//", 1)[0]
-        if code.lstrip().startswith("*") or code.lstrip().startswith("/*"):
-            continue
-        yield number, code
+def _cpp_code_lines():
+    """(file, line number, code without its // comment) of every C++ line of the layers."""
+    for folder in CPP_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".h", ".hpp", ".cpp"):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("//", 1)[0]
+                if not code.lstrip().startswith(("*", "/*")):
+                    yield path.relative_to(ROOT), number, code
 
 
 def test_the_device_name_is_one_constant_in_every_layer():
     assert _C.DEVICE_NAME == "openreg" == torch_openreg.openreg.__name__.rsplit(".", 1)[-1]
     header = (ROOT / "runtime/include/openreg/runtime.h").read_text()
     assert f'#define OR_DEVICE_NAME "{_C.DEVICE_NAME}"' in header
-    typed = []
-    for folder in CPP_FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix not in (".h", ".hpp", ".cpp"):
-                continue
-            for number, code in _cpp_code_lines(path):
-                if "#define OR_DEVICE_NAME" not in code and CPP_NAME_LITERAL.search(code):
-                    typed.append(f"{path.relative_to(ROOT)}:{number}: {code.strip()}")
+    typed = [
+        f"{path}:{number}: {code.strip()}"
+        for path, number, code in _cpp_code_lines()
+        if "#define OR_DEVICE_NAME" not in code and CPP_NAME_LITERAL.search(code)
+    ]
     assert typed == [], "use OR_DEVICE_NAME (runtime.h):\n" + "\n".join(typed)
 
 
@@ -74,14 +75,8 @@ def test_the_package_spells_the_device_name_only_through_device_name():
 def test_a_stream_is_named_by_one_format():
     header = (ROOT / "runtime/include/openreg/runtime.h").read_text()
     assert '#define OR_STREAM_NAME_FORMAT OR_DEVICE_NAME ":%d stream %u"' in header
-    users = []
-    for folder in CPP_FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix not in (".h", ".hpp", ".cpp"):
-                continue
-            for number, code in _cpp_code_lines(path):
-                if '" stream "' in code:  # a stream's name pieced together by hand
-                    users.append(f"{path.relative_to(ROOT)}:{number}")
+    # A stream's name pieced together by hand.
+    users = [f"{path}:{number}" for path, number, code in _cpp_code_lines() if '" stream "' in code]
     assert users == []
 
 
