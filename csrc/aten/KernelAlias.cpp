@@ -24,6 +24,11 @@ size_t extentBytes(c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t item
   return static_cast<size_t>(last + 1) * itemsize;
 }
 
+// An alias's storage size: its layout's extent, 0 when it has no element.
+size_t aliasBytes(c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t itemsize) {
+  return c10::multiply_integers(sizes) == 0 ? 0 : extentBytes(sizes, strides, itemsize);
+}
+
 // Every alias is made here: a non-owning CPU tensor over `data`, keeping the conjugate and negative
 // bits (dropping them would silently change the values a kernel sees). No deleter and no context:
 // the data pointer is made without a heap allocation. The storage and the tensor are constructed
@@ -39,8 +44,7 @@ enum class Regrowth : bool { Refused, Allowed };
 at::Tensor makeAlias(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                      c10::ScalarType dtype, bool conj, bool neg, Regrowth regrowth) {
   const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(dtype);
-  const size_t bytes =
-      c10::multiply_integers(sizes) == 0 ? 0 : extentBytes(sizes, strides, meta.itemsize());
+  const size_t bytes = aliasBytes(sizes, strides, meta.itemsize());
   const bool resizable = regrowth == Regrowth::Allowed;
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
                        c10::DataPtr(data, c10::Device(c10::kCPU)),
@@ -125,11 +129,8 @@ at::Tensor makeKernelAlias(const KernelAliasSpec& spec) {
   kept.pop_back();
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  const size_t bytes = c10::multiply_integers(spec.sizes) == 0
-                           ? 0
-                           : extentBytes(spec.sizes, spec.strides, impl->dtype().itemsize());
   storage->set_data_ptr_noswap(c10::DataPtr(spec.data, c10::Device(c10::kCPU)));
-  storage->set_nbytes(bytes);
+  storage->set_nbytes(aliasBytes(spec.sizes, spec.strides, impl->dtype().itemsize()));
   storage->set_allocator(c10::GetAllocator(c10::DeviceType::CPU));
   storage->set_resizable(true);  // Regrowth::Allowed, as makeAlias gives a task's alias
   impl->set_storage_offset(0);

@@ -5,7 +5,7 @@
 // ATen's CPU relu is not a kernel of its own: it checks the dtype and calls clamp_min(self, 0)
 // (relu_ calls clamp_min_). Through the engine as an operator, relu would have no .out overload,
 // so its task would run the functional CPU kernel into host memory and copy the result: a host
-// allocation and a copy per call (docs/operators.md has the cost). Registered here as the same
+// allocation and a copy per call (docs/performance.md has the cost). Registered here as the same
 // composition, it reaches clamp_min, a structured operator the engine runs in place of the
 // composite (Note [Structured operators on the engine]): the same CPU kernel, bitwise the same
 // values, and one task. Registered with TORCH_FN: the call is counted by the clamp_min it makes.
