@@ -111,9 +111,18 @@ conformance: build
 # PyTorch's own device-generic test files, each run on the CPU and on openreg in fresh processes,
 # compared test by test; writes conformance/pytorch-suite.{json,md} (docs/conformance.md).
 # PYTORCH_TESTS names a folder of files read from pytorch/pytorch, kept outside this repository.
-conformance-pytorch: build
+# TORCH=X.Y.Z runs them against another release instead: its venv and build tree of
+# `make test-torch` (the package reinstalled from this tree first, as that target installs it),
+# writing conformance/pytorch-suite-X.Y.{json,md} beside the default release's report.
+conformance-pytorch: $(if $(TORCH),,build)
 	@test -n "$(PYTORCH_TESTS)" || { echo "make conformance-pytorch: set PYTORCH_TESTS to a folder of PyTorch test files (docs/conformance.md)"; exit 2; }
+ifeq ($(TORCH),)
 	$(PYTHON) tools/pytorch_suite.py --tests $(PYTORCH_TESTS) --jobs $(JOBS) --out conformance
+else
+	scripts/test_torch.sh $(TORCH) --install-only
+	PYTHONSAFEPATH=1 .venv-torch-$(TORCH)/bin/python tools/pytorch_suite.py --tests $(PYTORCH_TESTS) \
+	  --jobs $(JOBS) --out conformance --name pytorch-suite-$(word 1,$(subst ., ,$(TORCH))).$(word 2,$(subst ., ,$(TORCH)))
+endif
 
 # The runtime on its own, without PyTorch.
 tour: build

@@ -68,10 +68,11 @@ def test_the_runner_tells_each_outcome_apart(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "pytorch_suite.py"), "--tests", str(tests),
          "--files", "test_sample.py", "--out", str(out), "--expected", str(tmp_path / "expected.py"),
-         "--timeout", "120"],
+         "--timeout", "120", "--name", "sample-suite"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    runs = json.loads((out / "pytorch-suite.json").read_text())["files"]["test_sample.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["sample-suite.json", "sample-suite.md"]
+    runs = json.loads((out / "sample-suite.json").read_text())["files"]["test_sample.py"]
     cls = "test_sample.py::TestSamplePRIVATEUSE1::"
     outcome = {t[len(cls):]: r["outcome"] for t, r in runs["openreg"].items() if t.startswith(cls)}
     assert outcome == {
@@ -90,8 +91,23 @@ def test_the_runner_tells_each_outcome_apart(tmp_path):
     alone = {t[len(cls):]: r["outcome"] for t, r in runs["alone"].items()}
     assert alone["test_b_spoiled_openreg"] == "passed"
     assert alone["test_fails_on_the_accelerator_openreg"] == "failed"
-    report = (out / "pytorch-suite.md").read_text()
+    report = (out / "sample-suite.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| test_sample.py"))
     # passed on CPU: 7 (all but only_cuda); on openreg 2 of them (passes, a_spoiling).
     assert row.split(" | ")[1:9] == ["7", "2 (28.6%)", "1", "2", "1", "1", "0", "1 (1)"], row
     assert textwrap.dedent("crash") in report
+
+
+def test_another_release_s_run_uses_its_venv_and_writes_a_report_of_its_own():
+    # `make conformance-pytorch TORCH=X.Y.Z`: the package reinstalled into that release's venv of
+    # `make test-torch` (no build of the default tree), its report named by the minor release so
+    # that the default release's conformance/pytorch-suite.md stays.
+    dry = subprocess.run(["make", "-n", "conformance-pytorch", "TORCH=2.15.0", "PYTORCH_TESTS=/x", "JOBS=1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.replace("\\\n", "").splitlines()
+    assert "scripts/test_torch.sh 2.15.0 --install-only" in lines
+    run = next(line for line in lines if "tools/pytorch_suite.py" in line).split()
+    assert run[:2] == ["PYTHONSAFEPATH=1", ".venv-torch-2.15.0/bin/python"]
+    assert run[run.index("--name") + 1] == "pytorch-suite-2.15" and run[run.index("--out") + 1] == "conformance"
+    assert not any(line.startswith("cmake") for line in lines)

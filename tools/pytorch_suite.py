@@ -2,7 +2,8 @@
 """PyTorch's own device-generic test files, on the CPU and on openreg, compared test by test.
 
     python tools/pytorch_suite.py --tests DIR [--files test_view_ops.py,...] [--out DIR]
-                                  [--jobs N] [--timeout S] [--rerun-max N] [--expected FILE]
+                                  [--name NAME] [--jobs N] [--timeout S] [--rerun-max N]
+                                  [--expected FILE]
 
 DIR is a folder of test files read from pytorch/pytorch (kept outside the repository). Each file
 runs twice, each time in a fresh process: with only the CPU instantiated
@@ -10,8 +11,9 @@ runs twice, each time in a fresh process: with only the CPU instantiated
 (tools/pytorch_suite_plugin.py) streams each test's start and outcome; a process that dies or
 hangs in a test is restarted after it, and that test is recorded as a crash or a timeout. A test
 that passed on the CPU and failed on openreg runs again alone, in a fresh process, so a failure
-that only an earlier test caused is told apart ("spoiled"). Writes DIR/pytorch-suite.json (every
-test) and DIR/pytorch-suite.md (the per-file table and the failures grouped by cause); see
+that only an earlier test caused is told apart ("spoiled"). Writes OUT/NAME.json (every test) and
+OUT/NAME.md (the per-file table and the failures grouped by cause), NAME being pytorch-suite unless
+given (`make conformance-pytorch TORCH=X.Y.Z` names another release's report pytorch-suite-X.Y); see
 docs/conformance.md, "PyTorch's device-generic tests".
 """
 
@@ -153,6 +155,8 @@ def main() -> int:
     parser.add_argument("--tests", required=True, type=pathlib.Path)
     parser.add_argument("--files", default=",".join(DEFAULT_FILES))
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "conformance")
+    parser.add_argument("--name", default="pytorch-suite",
+                        help="the report's file name without .json/.md (one per torch release)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes at once; wall-time ratios are fairest with 1")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per test")
@@ -188,9 +192,9 @@ def main() -> int:
             print(f"{f.name}: cpu {len(cpu)} tests {cpu_wall:.0f} s, openreg {len(dev)} tests "
                   f"{dev_wall:.0f} s, {len(alone)} re-run alone", flush=True)
             # Written after each file, so a long run can be read while it goes on.
-            (args.out / "pytorch-suite.json").write_text(json.dumps(data, indent=1))
-            (args.out / "pytorch-suite.md").write_text(pytorch_suite_report.render(data, test_key))
-    print(f"wrote {args.out / 'pytorch-suite.md'}")
+            (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=1))
+            (args.out / f"{args.name}.md").write_text(pytorch_suite_report.render(data, test_key))
+    print(f"wrote {args.out / args.name}.md")
     return 0
 
 
