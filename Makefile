@@ -114,14 +114,16 @@ conformance: build
 # TORCH=X.Y.Z runs them against another release instead: its venv and build tree of
 # `make test-torch` (the package reinstalled from this tree first, as that target installs it),
 # writing conformance/pytorch-suite-X.Y.{json,md} beside the default release's report.
+# PYTORCH_SUITE_ARGS goes to the runner, e.g. "--files test_indexing.py --update" to re-run a file.
 conformance-pytorch: $(if $(TORCH),,build)
 	@test -n "$(PYTORCH_TESTS)" || { echo "make conformance-pytorch: set PYTORCH_TESTS to a folder of PyTorch test files (docs/conformance.md)"; exit 2; }
 ifeq ($(TORCH),)
-	$(PYTHON) tools/pytorch_suite.py --tests $(PYTORCH_TESTS) --jobs $(JOBS) --out conformance
+	$(PYTHON) tools/pytorch_suite.py --tests $(PYTORCH_TESTS) --jobs $(JOBS) --out conformance $(PYTORCH_SUITE_ARGS)
 else
 	scripts/test_torch.sh $(TORCH) --install-only
 	PYTHONSAFEPATH=1 .venv-torch-$(TORCH)/bin/python tools/pytorch_suite.py --tests $(PYTORCH_TESTS) \
-	  --jobs $(JOBS) --out conformance --name pytorch-suite-$(word 1,$(subst ., ,$(TORCH))).$(word 2,$(subst ., ,$(TORCH)))
+	  --jobs $(JOBS) --out conformance --name pytorch-suite-$(word 1,$(subst ., ,$(TORCH))).$(word 2,$(subst ., ,$(TORCH))) \
+	  $(PYTORCH_SUITE_ARGS)
 endif
 
 # The runtime on its own, without PyTorch.

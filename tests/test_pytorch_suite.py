@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import torch
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 TEST_FILE = '''
@@ -111,3 +113,38 @@ def test_another_release_s_run_uses_its_venv_and_writes_a_report_of_its_own():
     assert run[:2] == ["PYTHONSAFEPATH=1", ".venv-torch-2.15.0/bin/python"]
     assert run[run.index("--name") + 1] == "pytorch-suite-2.15" and run[run.index("--out") + 1] == "conformance"
     assert not any(line.startswith("cmake") for line in lines)
+
+
+def test_update_replaces_the_files_run_and_keeps_the_others(tmp_path):
+    # A file re-run after a fix (`--files f.py --update`) replaces its own results; the other files'
+    # stay, and the report names each file's commit.
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_tiny.py").write_text(textwrap.dedent('''
+        import torch
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests
+        from torch.testing._internal.common_utils import TestCase
+
+        class TestTiny(TestCase):
+            def test_ones(self, device):
+                self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+        instantiate_device_type_tests(TestTiny, globals())
+    '''))
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = {"cpu": {}, "openreg": {}, "alone": {}, "wall": {"cpu": 1.0, "openreg": 1.0}, "rerun_skipped": 0}
+    (out / "suite.json").write_text(json.dumps({"torch": torch.__version__, "tests_dir": str(tests),
+                                                "files": {"test_earlier.py": earlier, "test_tiny.py": earlier}}))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "pytorch_suite.py"), "--tests", str(tests), "--files", "test_tiny.py",
+         "--out", str(out), "--name", "suite", "--update", "--timeout", "120"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = json.loads((out / "suite.json").read_text())["files"]
+    assert files["test_earlier.py"] == earlier
+    tiny = files["test_tiny.py"]["openreg"]
+    assert tiny["test_tiny.py::TestTinyPRIVATEUSE1::test_ones_openreg"]["outcome"] == "passed"
+    commit = files["test_tiny.py"]["commit"]
+    assert commit != "?" and "test_earlier.py at an unrecorded commit" in (out / "suite.md").read_text()
+    assert f"test_tiny.py at commit {commit}" in (out / "suite.md").read_text()

@@ -3,7 +3,7 @@
 
     python tools/pytorch_suite.py --tests DIR [--files test_view_ops.py,...] [--out DIR]
                                   [--name NAME] [--jobs N] [--timeout S] [--rerun-max N]
-                                  [--expected FILE]
+                                  [--expected FILE] [--update]
 
 DIR is a folder of test files read from pytorch/pytorch (kept outside the repository). Each file
 runs twice, each time in a fresh process: with only the CPU instantiated
@@ -164,6 +164,9 @@ def main() -> int:
                         help="the expected failures (default: tools/pytorch_suite_expected.py)")
     parser.add_argument("--rerun-max", type=int, default=60,
                         help="most failures per file to re-run alone")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other files of an existing report of the same torch, replacing "
+                             "those run (a file re-run after a fix); each file's commit is recorded")
     args = parser.parse_args()
     os.environ["OPENREG_SUITE_EXPECTED"] = str(args.expected.resolve())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -175,6 +178,13 @@ def main() -> int:
 
     results = {}
     data = {"torch": _torch_version(), "tests_dir": str(args.tests), "files": results}
+    previous = args.out / f"{args.name}.json"
+    if args.update and previous.exists():
+        old = json.loads(previous.read_text())
+        if old["torch"] != data["torch"]:
+            sys.exit(f"pytorch_suite: --update: {previous} is of torch {old['torch']}, not {data['torch']}")
+        results.update(old["files"])
+    commit = _commit()
     with tempfile.TemporaryDirectory(prefix="pytorch-suite-") as tmp:
         work = pathlib.Path(tmp)
         for f in files:  # one file at a time, its CPU and openreg runs side by side
@@ -188,7 +198,8 @@ def main() -> int:
             alone = rerun_alone(f, to_rerun[: args.rerun_max], args.timeout, work, args.jobs)
             results[f.name] = {"cpu": cpu, "openreg": dev, "alone": alone,
                                "wall": {"cpu": cpu_wall, "openreg": dev_wall},
-                               "rerun_skipped": max(0, len(to_rerun) - args.rerun_max)}
+                               "rerun_skipped": max(0, len(to_rerun) - args.rerun_max),
+                               "commit": commit}
             print(f"{f.name}: cpu {len(cpu)} tests {cpu_wall:.0f} s, openreg {len(dev)} tests "
                   f"{dev_wall:.0f} s, {len(alone)} re-run alone", flush=True)
             # Written after each file, so a long run can be read while it goes on.
@@ -196,6 +207,11 @@ def main() -> int:
             (args.out / f"{args.name}.md").write_text(pytorch_suite_report.render(data, test_key))
     print(f"wrote {args.out / args.name}.md")
     return 0
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() or "?"
 
 
 def _torch_version() -> str:

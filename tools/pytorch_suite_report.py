@@ -60,12 +60,24 @@ def classify(data: dict, test_key) -> dict:
     return summary
 
 
+def _commits(data: dict) -> str:
+    """ at the commit each file ran at: one for the whole run, or per file after `--update`."""
+    by_commit = collections.defaultdict(list)
+    for name, runs in data["files"].items():
+        by_commit[runs.get("commit")].append(name)
+    if len(by_commit) == 1:
+        commit = next(iter(by_commit))
+        return f", at commit {commit}" if commit else ""
+    return "; " + "; ".join(f"{', '.join(names)} at " + (f"commit {commit}" if commit else "an unrecorded commit")
+                            for commit, names in by_commit.items())
+
+
 def render(data: dict, test_key) -> str:
     summary = classify(data, test_key)
     lines = [
         "# PyTorch's device-generic tests on openreg",
         "",
-        (f"torch {data['torch']}; files from `{data['tests_dir']}`. Written by "
+        (f"torch {data['torch']}; files from `{data['tests_dir']}`{_commits(data)}. Written by "
          "`tools/pytorch_suite.py`; see docs/conformance.md."),
         "",
         ("| file | passed on CPU (and instantiated for openreg) | of those, passed on openreg "
