@@ -115,9 +115,11 @@ def test_another_release_s_run_uses_its_venv_and_writes_a_report_of_its_own():
     assert not any(line.startswith("cmake") for line in lines)
 
 
-def test_update_replaces_the_files_run_and_keeps_the_others(tmp_path):
+def test_update_replaces_the_files_run_and_a_test_s_default_tensor_type_does_not_outlive_it(tmp_path):
     # A file re-run after a fix (`--files f.py --update`) replaces its own results; the other files'
-    # stay, and the report names each file's commit.
+    # stay, and the report names each file's commit. In the file, a test fails after setting a
+    # default tensor type (as test_tensor_creation_ops' accelerator-only tests do with torch.cuda's
+    # on a CUDA build without a GPU): the runner sets the type back, so the next test is not spoiled.
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "test_tiny.py").write_text(textwrap.dedent('''
@@ -126,7 +128,12 @@ def test_update_replaces_the_files_run_and_keeps_the_others(tmp_path):
         from torch.testing._internal.common_utils import TestCase
 
         class TestTiny(TestCase):
-            def test_ones(self, device):
+            def test_a_leaves_a_default_type(self, device):
+                torch.set_default_tensor_type(torch.DoubleTensor)
+                raise RuntimeError("failed before setting the type back")
+
+            def test_b_ones(self, device):
+                self.assertEqual(torch.tensor([1.0, 1.0]).dtype, torch.float32)
                 self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
 
         instantiate_device_type_tests(TestTiny, globals())
@@ -143,8 +150,10 @@ def test_update_replaces_the_files_run_and_keeps_the_others(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     files = json.loads((out / "suite.json").read_text())["files"]
     assert files["test_earlier.py"] == earlier
-    tiny = files["test_tiny.py"]["openreg"]
-    assert tiny["test_tiny.py::TestTinyPRIVATEUSE1::test_ones_openreg"]["outcome"] == "passed"
+    for device in ("cpu", "openreg"):
+        outcome = {t.split("::")[-1]: r["outcome"] for t, r in files["test_tiny.py"][device].items()}
+        assert outcome == {f"test_a_leaves_a_default_type_{device}": "failed", f"test_b_ones_{device}": "passed"}
     commit = files["test_tiny.py"]["commit"]
-    assert commit != "?" and "test_earlier.py at an unrecorded commit" in (out / "suite.md").read_text()
-    assert f"test_tiny.py at commit {commit}" in (out / "suite.md").read_text()
+    report = (out / "suite.md").read_text()
+    assert commit != "?" and "test_earlier.py at an unrecorded commit" in report
+    assert f"test_tiny.py at commit {commit}" in report

@@ -21,10 +21,12 @@ import pathlib
 import re
 import time
 import unittest
+import warnings
 
 import pytest
 
 _EVENTS = None
+_DEFAULT_TYPE = pytest.StashKey[str]()
 
 
 def _emit(event: dict) -> None:
@@ -190,6 +192,34 @@ def pytest_runtest_call(item):
         raise
     _synchronize_devices()
     return result
+
+
+def _default_tensor_type() -> str | None:
+    import torch
+
+    try:
+        return torch.tensor([]).type()  # "torch.FloatTensor": the default dtype and device type
+    except RuntimeError:  # a default type of a device that cannot make tensors (torch.cuda without a GPU)
+        return None
+
+
+def pytest_runtest_setup(item) -> None:
+    item.stash[_DEFAULT_TYPE] = _default_tensor_type()
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Each test ends with the default tensor type it began with. An accelerator-only test run on
+    openreg may set torch.cuda's type as the default (`torch.set_default_tensor_type(
+    torch.cuda.DoubleTensor)`, test_tensor_creation_ops.py) and, with a CUDA build of torch and no
+    GPU, fail at its first tensor, before setting the type back: every later test that makes a
+    tensor without naming a device would then fail for it (found on torch 2.15.0+cu132)."""
+    saved = item.stash.get(_DEFAULT_TYPE, None)
+    if saved is not None and _default_tensor_type() != saved:
+        import torch
+
+        with warnings.catch_warnings():  # set_default_tensor_type is deprecated
+            warnings.simplefilter("ignore")
+            torch.set_default_tensor_type(saved)
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
