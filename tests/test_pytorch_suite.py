@@ -51,6 +51,14 @@ class TestSample(TestCase):
 
 instantiate_device_type_tests(TestSample, globals())
 
+
+class TestNotDeviceGeneric(TestCase):  # runs on the CPU in both processes: not compared, not re-run
+    def test_fails_everywhere(self):
+        self.fail("no device")
+
+    def test_passes_everywhere(self):
+        pass
+
 if __name__ == "__main__":
     run_tests()
 '''
@@ -93,6 +101,7 @@ def test_the_runner_tells_each_outcome_apart(tmp_path):
     alone = {t[len(cls):]: r["outcome"] for t, r in runs["alone"].items()}
     assert alone["test_b_spoiled_openreg"] == "passed"
     assert alone["test_fails_on_the_accelerator_openreg"] == "failed"
+    assert not [t for t in runs["alone"] if "TestNotDeviceGeneric" in t]
     report = (out / "sample-suite.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| test_sample.py"))
     # passed on CPU: 7 (all but only_cuda); on openreg 2 of them (passes, a_spoiling).

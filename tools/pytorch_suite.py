@@ -192,7 +192,8 @@ def main() -> int:
                 cpu_run, dev_run = pool.map(lambda d, f=f: run_file(f, d, args.timeout, work),
                                             ("cpu", "openreg"))
             (cpu, cpu_wall), (dev, dev_wall) = cpu_run, dev_run
-            cpu_passed = {test_key(t) for t, r in cpu.items() if r["outcome"] == "passed"}
+            # (Not the classes that are not device-generic, which run on the CPU in both processes.)
+            cpu_passed = {test_key(t) for t, r in cpu.items() if r["outcome"] == "passed"} - {None}
             to_rerun = [t for t, r in dev.items() if test_key(t) in cpu_passed
                         and r["outcome"] in ("failed", "crash", "timeout", "teardown-error")]
             alone = rerun_alone(f, to_rerun[: args.rerun_max], args.timeout, work, args.jobs)
