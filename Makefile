@@ -321,3 +321,16 @@ test-libraries: build
 	@$(MAKE) --no-print-directory $(LIB_VENV)/.openreg-installed $(TRANSFORMERS_SDIST)
 	$(LIB_VENV)/bin/python tests/libraries/transformers_suite.py --sdist $(TRANSFORMERS_SDIST) \
 	  --tests $(TRANSFORMERS_TESTS) --work $(LIB_WORK)/transformers --models $(LIBRARY_MODELS)
+
+# diffusers' own tests on openreg, the same way (tests/libraries/diffusers_suite.py; the report goes to
+# build/libraries/diffusers/), in the same venv, against the diffusers release requirements-libraries.txt
+# pins. Neither its wheel nor its sdist has the tests: DIFFUSERS_TESTS names a folder holding tests/
+# read from the diffusers repository at one commit, kept outside this one. DIFFUSERS_FILES names the
+# test files by the suite's row names (or tests/...py paths).
+DIFFUSERS_FILES ?= unet_2d_condition,dit_transformer2d,dit_pipeline,ddim_pipeline,ddpm_pipeline
+.PHONY: test-libraries-diffusers
+test-libraries-diffusers: build
+	@test -f "$(DIFFUSERS_TESTS)/tests/testing_utils.py" || { echo "make test-libraries-diffusers: set DIFFUSERS_TESTS to a folder holding diffusers' tests/ at one commit (docs/testing-libraries.md)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(LIB_VENV)/.openreg-installed
+	$(LIB_VENV)/bin/python tests/libraries/diffusers_suite.py --tests $(DIFFUSERS_TESTS) \
+	  --work $(LIB_WORK)/diffusers --files $(DIFFUSERS_FILES)

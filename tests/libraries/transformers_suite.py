@@ -7,12 +7,10 @@
 `make test-libraries` runs it in .venv-libraries/ (docs/testing-libraries.md). The test tree is put
 together in WORK/tree from two sources (Note [transformers' test tree]), the spec files are written
 there by torch_openreg.testing, and each model's test file runs twice, each in its own pytest
-process in WORK/tree: with TRANSFORMERS_TEST_DEVICE=cpu, then with the openreg spec. Each run
-writes WORK/results/<model>-<device>.xml (JUnit) and .log; compare.py then lists, per model, the
-tests that pass on the CPU, those that also pass on openreg, and the rest with their first error
-line. No variable is set that changes what the tests check: the library's defaults hold on both
-devices. HF_HUB_OFFLINE=1 on both, since this machine reaches no model hub (a test that needs one
-fails or skips alike on both devices instead of waiting for a connection).
+process in WORK/tree, with TRANSFORMERS_TEST_DEVICE=cpu, then with the openreg spec, and the two
+are compared test by test (library_suite.py, shared with diffusers_suite.py, and compare.py): per
+model, the tests that pass on the CPU, those that also pass on openreg, and the rest with their
+first error line (WORK/results/<model>-<device>.xml and .log, WORK/report.md).
 
 Note [transformers' test tree]
 The wheel has no tests. The release's sdist holds tests/*_common.py, tests/*_mixin.py and the
@@ -30,15 +28,12 @@ and counted as skipped, not as run.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
-import compare
+import library_suite
 
 from torch_openreg import testing
 
@@ -85,60 +80,19 @@ def assemble(sdist: Path, tests: Path, tree: Path) -> None:
     testing.write_specs(tree)
 
 
-def device_environment(device: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSFORMERS_TEST_", "PYTEST_"))}
-    env["HF_HUB_OFFLINE"] = "1"
-    if device == "cpu":
-        env["TRANSFORMERS_TEST_DEVICE"] = "cpu"
-    else:
-        env.update({k: v for k, v in testing.environment().items() if k.startswith("TRANSFORMERS_")})
-    return env
-
-
-def run(tree: Path, results: Path, model: str, device: str, timeout: int) -> None:
-    test_file = f"tests/models/{model}/test_modeling_{model}.py"
-    xml, log = results / f"{model}-{device}.xml", results / f"{model}-{device}.log"
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={xml}", test_file]
-    start = time.monotonic()
-    with open(log, "w") as out:
-        try:
-            code = subprocess.run(command, cwd=tree, env=device_environment(device), stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-    print(f"{model:10} {device:8} exit {code}, {time.monotonic() - start:.0f} s ({log})", flush=True)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sdist", type=Path, required=True, help="transformers' sdist, transformers-X.Y.Z.tar.gz")
     parser.add_argument("--tests", type=Path, required=True, help="the test folder (Note [transformers' test tree])")
-    parser.add_argument("--work", type=Path, required=True, help="where the tree, the results and the report go")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated tests/models/ names")
-    parser.add_argument("--devices", default="cpu,openreg")
-    parser.add_argument("--timeout", type=int, default=3600, help="seconds for one pytest process")
-    parser.add_argument("--no-assemble", action="store_true", help="reuse WORK/tree as it is")
-    args = parser.parse_args()
 
-    work = args.work.resolve()  # the runs write from inside the tree
-    tree, results = work / "tree", work / "results"
-    if not args.no_assemble:
-        assemble(args.sdist, args.tests, tree)
-    results.mkdir(parents=True, exist_ok=True)
-    models = [m for m in args.models.split(",") if m]
-    for model in models:
-        for device in args.devices.split(","):
-            run(tree, results, model, device, args.timeout)
-    report = compare.report(results, models)
-    (work / "report.md").write_text(report)
-    print(report)
-    # A run that left no JUnit file (a crash, a timeout) fails the command; a test that fails on
-    # openreg does not: the report lists it for classification (docs/testing-libraries.md).
-    missing = [f"{m}-{d}" for m in models for d in args.devices.split(",") if not (results / f"{m}-{d}.xml").exists()]
-    if missing:
-        print(f"transformers_suite: no results from {', '.join(missing)}; see their .log in {results}")
-    return 1 if missing else 0
+
+def test_files(args: argparse.Namespace) -> dict[str, str]:
+    return {m: f"tests/models/{m}/test_modeling_{m}.py" for m in args.models.split(",") if m}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        library_suite.main(
+            __doc__, "TRANSFORMERS", arguments, lambda args, tree: assemble(args.sdist, args.tests, tree), test_files
+        )
+    )
