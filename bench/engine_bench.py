@@ -21,7 +21,7 @@ A case that fails on either device is skipped with its reason printed, and stays
                     [--worker-sweep 1,2]     times OPENREG_STREAM_WORKERS values; both tables
     engine_bench.py --profile "add, 1"       where host time goes for one case on openreg
                     [--perf]                 (torch.profiler, cProfile; perf for native code)
-    engine_bench.py --list | --only tiny|"host read"|large|optimizer|training|SUBSTRING
+    engine_bench.py --list | --only tiny|"host read"|"new shapes"|large|optimizer|training|SUBSTRING
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import inspect
+import itertools
 import json
 import math
 import os
@@ -54,11 +55,13 @@ from models import TRAINING_CASES
 REPEATS = 7
 # Targets: openreg time / CPU time, at most, per kind of case (a case may set its own: copies and
 # views). Training's is the geometric mean's; each training step must also stay at or under 1.0.
-TARGETS = {"tiny": 1.25, "host read": 1.5, "large": 1.05, "optimizer": 1.1, "training": 0.9}
+TARGETS = {"tiny": 1.25, "host read": 1.5, "new shapes": 1.5, "large": 1.05, "optimizer": 1.1,
+           "training": 0.9}
 # Seconds one repeat should last on each device, per kind of case.
-BUDGETS = {"tiny": 0.02, "host read": 0.02, "large": 0.15, "optimizer": 0.1, "training": 0.25}
+BUDGETS = {"tiny": 0.02, "host read": 0.02, "new shapes": 0.02, "large": 0.15, "optimizer": 0.1,
+           "training": 0.25}
 # Calls per repeat at least, so that the final synchronize is a small part of a repeat.
-MIN_CALLS = {"tiny": 1000, "host read": 1000, "large": 1, "optimizer": 10, "training": 1}
+MIN_CALLS = {"tiny": 1000, "host read": 1000, "new shapes": 1000, "large": 1, "optimizer": 10, "training": 1}
 # Runtime configuration read from the environment (docs/runtime.md), with the defaults.
 RUNTIME_ENV = {"OPENREG_STREAM_WORKERS": "1", "OPENREG_WORKER_SPIN_US": "50", "OPENREG_LAUNCH_BLOCKING": "0",
                "OPENREG_FALLBACK": "allow", "OMP_NUM_THREADS": "unset"}
@@ -132,6 +135,24 @@ def _host_read(name: str, read: Callable[[torch.Tensor], Any]) -> Case:
     return Case(name, "host read", build)
 
 
+def _new_shapes(name: str, call: Callable[[torch.Tensor], Any]) -> Case:
+    """A call whose input has a length no recent call had (1, 2, ... 4096, then again): the
+    engine's shape cache (1,024 signatures per operator) never holds it, so each call asks the
+    operator's Meta kernel, as a generation loop or a dynamically padded batch does."""
+    def build(device: str) -> Callable[[], Any]:
+        (base,) = _tensors(device, (4096, 16))
+        lengths = itertools.count(1)
+        return lambda: call(base[: next(lengths) % base.shape[0] + 1])
+
+    return Case(name, "new shapes", build)
+
+
+def _decode_attention(x: torch.Tensor) -> torch.Tensor:
+    """One decode step's attention over the x.shape[0] cached positions (keys and values = x)."""
+    scores = (x[-1:] @ x.t()) * 0.25
+    return scores.softmax(-1) @ x
+
+
 CASES = [
     _op("tiny", "add, 1 element", [(1,), (1,)], lambda a, b: a + b),
     _op("tiny", "view(-1), 8x8", [(8, 8)], lambda a: a.view(-1), target=1.1),
@@ -144,6 +165,11 @@ CASES = [
     _host_read("(a + 1).sum().item(), 4 elements", lambda t: t.item()),
     _host_read("bool((a + 1).sum()), 4 elements", bool),
     _host_read("(a + 1).sum().tolist(), 4 elements", lambda t: t.tolist()),
+    _new_shapes("add, (n, 16), n new each call", lambda x: x + x),
+    _new_shapes("relu, (n, 16), n new each call", torch.relu),
+    _new_shapes("sum(0), (n, 16), n new each call", lambda x: x.sum(0)),
+    _new_shapes("cat, 2x (n, 16), n new each call", lambda x: torch.cat([x, x])),
+    _new_shapes("decode attention, n positions, n new each call", _decode_attention),
     _op("large", "matmul, 1024x1024", [(1024, 1024), (1024, 1024)], torch.matmul),
     _op("large", "conv2d, 16x64x56x56, 64 3x3 filters", [(16, 64, 56, 56), (64, 64, 3, 3)],
         lambda x, w: F.conv2d(x, w, padding=1)),

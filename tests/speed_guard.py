@@ -27,6 +27,7 @@ What makes two runs give the same figure (docs/performance.md, "The guard"):
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import pathlib
@@ -59,6 +60,15 @@ def _cases() -> dict[str, tuple[str, Callable[[str], Callable[[], Any]]]]:
             return lambda: call(*args)
         return build
 
+    def new_shapes(call: Callable[[torch.Tensor], Any]) -> Callable[[str], Callable[[], Any]]:
+        """Each call on rows 0..n of one tensor, n one more than the last call's: a signature the
+        engine has not seen, so every call asks the Meta kernel (Note [C++ Meta kernels])."""
+        def build(device: str) -> Callable[[], Any]:
+            (base,) = tensors(device, (256, 16))
+            lengths = itertools.count(1)
+            return lambda: call(base[: next(lengths)])
+        return build
+
     def optimizer(make: Callable[..., torch.optim.Optimizer], **options: Any) -> Callable[[str], Callable[[], Any]]:
         def build(device: str) -> Callable[[], Any]:
             params = [p.requires_grad_() for p in tensors(device, *[(64, 64)] * 8)]
@@ -89,6 +99,8 @@ def _cases() -> dict[str, tuple[str, Callable[[str], Callable[[], Any]]]]:
         "mm, 8x8": ("tiny", op(torch.mm, (8, 8), (8, 8))),
         "copy_, 8x8": ("tiny", op(lambda dst, src: dst.copy_(src), (8, 8), (8, 8))),
         "view(-1), 8x8": ("tiny", op(lambda a: a.view(-1), (8, 8))),
+        "add, a new shape each call": ("tiny", new_shapes(lambda a: a + a)),
+        "relu, a new shape each call": ("tiny", new_shapes(torch.relu)),
         "SGD momentum step, foreach": ("step", optimizer(optim.SGD, momentum=0.9, foreach=True)),
         "SGD momentum step, fused": ("step", optimizer(optim.SGD, momentum=0.9, fused=True)),
         "Adam step, foreach": ("step", optimizer(optim.Adam, foreach=True)),

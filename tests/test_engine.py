@@ -1,6 +1,8 @@
 """The generic execution engine: any ATen operator on openreg, asynchronous, zero-copy, equal to
 the CPU. CPU is the oracle: each result is compared bitwise with the same call on CPU tensors."""
 
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -353,6 +355,60 @@ def test_the_shape_cache_is_bounded_and_stays_correct():
         y = torch.neg(x.to("openreg"))
         assert y.shape == (n,)
     assert same(y, torch.neg(x))
+
+
+# Note [C++ Meta kernels]: a call of a new signature asks ATen's C++ Meta kernel of the operator,
+# not the Python one torch registers over it for the Meta key.
+NEW_SHAPE_CALLS = {
+    "relu": lambda x: torch.relu(x),
+    "add": lambda x: x + x.t().contiguous().t(),
+    "mul by a scalar": lambda x: x * 2,
+    "sum over a dim": lambda x: x.sum(0),
+    "mean": lambda x: x.mean(),
+    "cat": lambda x: torch.cat([x, x], 1),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "mm": lambda x: x @ x.t(),
+    "permuted pointwise": lambda x: torch.exp(x.t()),
+    "comparison": lambda x: x > 0,
+}
+PYTHON_META_FILES = ("torch/_refs/", "torch/_meta_registrations.py", "torch/_prims/", "torch/_decomp/")
+
+
+def test_new_shapes_ask_atens_cpp_meta_kernels_not_pythons():
+    python_meta = []
+
+    def watch(frame, event, arg):
+        if event == "call" and any(f in frame.f_code.co_filename.replace("\\", "/") for f in PYTHON_META_FILES):
+            python_meta.append(frame.f_code.co_name)
+
+    g = torch.Generator().manual_seed(3)
+    for n in range(31, 37):  # sizes no other test uses: each call is a new signature
+        x = torch.randn(n, 5, generator=g)
+        for name, fn in NEW_SHAPE_CALLS.items():
+            with openreg.count_paths() as paths:
+                sys.setprofile(watch)
+                try:
+                    y = fn(x.to("openreg"))
+                finally:
+                    sys.setprofile(None)
+            assert paths["meta_calls"] >= 1, name
+            assert python_meta == [], f"{name}: {python_meta}"
+            expected = fn(x)
+            assert same(y, expected) and y.stride() == expected.stride(), name
+
+
+def test_the_first_call_on_the_device_does_not_import_dynamo():
+    # A Python Meta kernel wrapped in torch._disable_dynamo imported torch._dynamo at its first call:
+    # about a second, on the first relu of every program.
+    done = run_python("""
+        import sys, torch, torch_openreg
+        x = torch.randn(4, 4, device="openreg")
+        y = (torch.relu(x) + 1).sum(0).softmax(0)
+        torch.openreg.synchronize()
+        print("torch._dynamo" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
 
 
 def test_the_default_dtype_is_part_of_the_signature():

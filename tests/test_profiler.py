@@ -277,3 +277,21 @@ def test_launch_blocking_keeps_every_task_on_its_row():
     result = run_python(code, env={"OPENREG_LAUNCH_BLOCKING": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[('aten::add kernel', 1), ('aten::mm kernel', 0)]"
+
+
+def test_a_cpu_profile_lists_the_programs_operators_not_a_tasks_inner_calls():
+    # Note [Tasks run below autograd]: a CPU kernel's own ATen calls inside a task are the device's
+    # work. A host read may run the queued tasks on the host's thread (Note [A waiting host runs
+    # the queued tasks]); they must not appear among that thread's operators.
+    a = torch.randn(4, device="openreg")
+    for _ in range(5):
+        (a + 1).sum().item()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(20):
+            (a + 1).sum().item()
+    counts = {e.key: e.count for e in prof.key_averages()}
+    called = {"aten::add", "aten::sum", "aten::item", "aten::_local_scalar_dense", "aten::resolve_conj",
+              "aten::resolve_neg"}
+    host_copy = {"aten::to", "aten::_to_copy", "aten::empty_strided", "aten::copy_", "aten::_copy_from"}
+    assert set(counts) <= called | host_copy, sorted(set(counts) - called - host_copy)
+    assert counts["aten::add"] == counts["aten::sum"] == counts["aten::to"] == 20

@@ -13,11 +13,13 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 #include <c10/core/Device.h>
 #include <c10/util/SmallVector.h>
 #include <openreg/task.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -41,12 +43,28 @@ namespace openreg {
 // Not InferenceMode itself: it also turns grad mode off, and kernels that consult grad mode
 // (oneDNN's RNN layers choose their training or inference algorithm by it) would then compute
 // differently from the CPU call they mirror.
+// Nor is anything recorded by a profiler on the thread (UnrecordedOnThisThread): the ATen calls a
+// CPU kernel makes inside a task are the device's work, which torch.profiler sees as the task
+// itself (Note [Device activity in torch.profiler]), not operators of the program; a task that a
+// host thread runs (Note [A waiting host runs the queued tasks] in runtime/src/Stream.cpp) would
+// otherwise add them to that thread's profile. A worker has no callbacks of its own, and toggling
+// recording costs thousands of instructions: the guard is taken only when the thread has some.
+class UnrecordedOnThisThread {
+ public:
+  UnrecordedOnThisThread() {
+    if (C10_UNLIKELY(at::hasThreadLocalCallbacks())) guard_.emplace();
+  }
+
+ private:
+  std::optional<at::DisableRecordFunctionGuard> guard_;
+};
 template <class F>
 void runKernel(std::string_view op, F& kernel,
                const std::shared_ptr<const std::string>& injected = nullptr) {
   try {
     if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     at::AutoDispatchBelowADInplaceOrView guard;
+    const UnrecordedOnThisThread unrecorded;
     kernel();
   } catch (...) {
     rethrowAsTaskError(op);

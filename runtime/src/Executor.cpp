@@ -18,6 +18,12 @@ bool onDeviceWorker() {
   return tOnDeviceWorker;
 }
 
+ScopedDeviceWorker::ScopedDeviceWorker() : previous_(std::exchange(tOnDeviceWorker, true)) {}
+
+ScopedDeviceWorker::~ScopedDeviceWorker() {
+  tOnDeviceWorker = previous_;
+}
+
 Executor::Executor(int device, int workers, WaitPolicy wait) : device_(device), wait_(wait) {
   try {
     for (int i = 0; i < workers; ++i) {

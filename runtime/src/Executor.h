@@ -34,6 +34,19 @@ class Stream;
 // True on a device worker thread, i.e. inside a task.
 bool onDeviceWorker();
 
+// Marks the calling thread as a device worker while it runs tasks itself (Note [A waiting host
+// runs the queued tasks] in Stream.cpp).
+class ScopedDeviceWorker {
+ public:
+  ScopedDeviceWorker();
+  ~ScopedDeviceWorker();
+  ScopedDeviceWorker(const ScopedDeviceWorker&) = delete;
+  ScopedDeviceWorker& operator=(const ScopedDeviceWorker&) = delete;
+
+ private:
+  bool previous_;
+};
+
 class Executor {
  public:
   // Starts the workers; throws std::system_error, having stopped those it started, when the

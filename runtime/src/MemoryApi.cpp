@@ -188,7 +188,12 @@ orError_t copyAndWait(const char* call, Stream& stream, void* dst, const void* s
   CopyFault fault;
   StreamOp op = copyOp(call, dst, src, count, d, s, &fault);
   if (!recordingActivity() && gActiveCaptures.load(std::memory_order_relaxed) == 0) {
-    stream.waitFor(stream.submitted());
+    // Note [A waiting host runs the queued tasks] in Stream.cpp; counted as the wait it replaces.
+    if (stream.runQueuedOnCaller()) {
+      countSynchronization();
+    } else {
+      stream.waitFor(stream.submitted());
+    }
     FailureRef own;
     if (stream.runIfIdle(op, &own)) {
       if (fault) return fail(orErrorInvalidValue, copyFaultMessage(call, fault, dst, src, count));

@@ -151,6 +151,15 @@ orError_t synchronizingInTask(const char* call) {
               "memory, orMemsetAsync, orStreamWaitEvent).");
 }
 
+SavedThreadState::SavedThreadState()
+    : error_(tLastError), category_(tLastCategory), device_(currentDeviceSlot()) {}
+
+SavedThreadState::~SavedThreadState() {
+  tLastError = std::move(error_);
+  tLastCategory = category_;
+  currentDeviceSlot() = device_;
+}
+
 const char* lastErrorMessage() {
   return tLastError.c_str();
 }

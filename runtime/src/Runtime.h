@@ -143,6 +143,22 @@ int lastFailureCategory();
 // orErrorNotPermitted for a synchronizing `call` made inside a task.
 orError_t synchronizingInTask(const char* call);
 
+// The calling thread's state that a task may change (its last error, its current device), kept
+// and put back around tasks a host thread runs itself (Note [A waiting host runs the queued
+// tasks] in Stream.cpp): a task's own calls must not change what the host's next call reads.
+class SavedThreadState {
+ public:
+  SavedThreadState();
+  ~SavedThreadState();
+  SavedThreadState(const SavedThreadState&) = delete;
+  SavedThreadState& operator=(const SavedThreadState&) = delete;
+
+ private:
+  std::string error_;
+  int category_;
+  int device_;
+};
+
 // Resolves a stream handle (0: the current device's default stream). nullptr if not live.
 Stream* resolveStream(orStream_t handle);
 

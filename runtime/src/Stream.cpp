@@ -6,6 +6,7 @@
 #include "Executor.h"
 #include "HandleTable.h"
 #include "Poison.h"
+#include "Runtime.h"
 #include "Spin.h"
 
 namespace openreg {
@@ -61,6 +62,56 @@ bool Stream::runIfIdle(StreamOp& op, FailureRef* outcome) {
   return true;
 }
 
+// Note [A waiting host runs the queued tasks]
+// A host thread about to wait for a stream (a blocking copy: .item(), .tolist(), .cpu()) would
+// otherwise hand the stream's last tasks to a worker and wait for the worker to pick them up,
+// run them and say so: two trips between threads, each a few microseconds, and many more when the
+// machine is loaded and the worker waits for a core. When no worker is running any of the
+// stream's work (every operation taken has completed), the host takes the queued tasks and runs
+// them itself, as the worker would (runTask: the same poison checks and failures), marked as a
+// device worker meanwhile so that a task cannot make a synchronizing call (Note [Synchronizing
+// inside a task] in Executor.h). The order is kept by callerRunning_, not by holding the queue
+// lock (a task may launch onto its own stream, and would wait for the lock for ever): while it is
+// set, a worker takes nothing from the stream and hands it back, and what was launched meanwhile
+// goes to a worker once the caller is done. The thread's last error and current device are put
+// back afterwards (SavedThreadState in Runtime.h). A queue holding an event record or wait keeps
+// the worker's way: those belong to the worker's loop. [marker: stream-run-queued]
+bool Stream::runQueuedOnCaller() {
+  std::vector<StreamOp> ops;
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (pending_.empty() || callerRunning_) return false;
+    if (completed_.load(std::memory_order_acquire) + pending_.size() !=
+        submitted_.load(std::memory_order_relaxed))
+      return false;  // a worker is running what it took
+    for (const StreamOp& op : pending_) {
+      if (op.kind != StreamOp::Kind::Run) return false;
+    }
+    ops.swap(pending_);
+    callerRunning_ = true;
+  }
+  {
+    const ScopedDeviceWorker worker;
+    const SavedThreadState saved;
+    for (StreamOp& op : ops) {
+      runTask(op.task, op.outcome);
+      op = StreamOp{};
+      markCompleted();
+    }
+  }
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    callerRunning_ = false;
+    if (!pending_.empty() && !active_) {
+      active_ = true;
+      wake = true;
+    }
+  }
+  if (wake) executor_.schedule(shared_from_this());
+  return true;
+}
+
 void Stream::resume() {
   executor_.schedule(shared_from_this());
 }
@@ -72,13 +123,19 @@ void Stream::run() {
       running_.clear();
       cursor_ = 0;
       std::unique_lock<std::mutex> lock(queueMutex_);
+      if (callerRunning_) {
+        // A host thread runs the stream's tasks (Note [A waiting host runs the queued tasks]),
+        // and hands it back to the executor when it is done, if more came.
+        active_ = false;
+        return;
+      }
       if (pending_.empty()) {
         lock.unlock();
         // Stay active for a moment: a host launching in a steady stream then only appends, and
         // neither side pays for handing the stream back to the executor.
         const bool more = awaitMoreWork();
         lock.lock();
-        if (!more && pending_.empty()) {
+        if (callerRunning_ || (!more && pending_.empty())) {
           active_ = false;
           return;
         }

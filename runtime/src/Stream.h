@@ -96,6 +96,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // holding the queue lock so that an op enqueued meanwhile runs after it; false (nothing run)
   // otherwise. Note [Blocking copies run on the caller] in MemoryApi.cpp.
   bool runIfIdle(StreamOp& op, FailureRef* outcome);
+  // Host side: runs on the calling thread, in order, the tasks queued that no worker has taken,
+  // when every operation a worker took has completed and every queued one is a task; false
+  // (nothing run) otherwise. Note [A waiting host runs the queued tasks] in Stream.cpp.
+  bool runQueuedOnCaller();
   // Blocks until the op with `ticket` (and all before it) has completed: a synchronization of the
   // host with the stream, counted (orGetSynchronizationCount).
   void waitFor(std::uint64_t ticket);
@@ -138,6 +142,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::mutex queueMutex_;
   std::vector<StreamOp> pending_;  // guarded by queueMutex_
   bool active_ = false;            // guarded by queueMutex_: handed to the executor
+  // Guarded by queueMutex_: a host thread runs queued tasks (Note [A waiting host runs the queued
+  // tasks] in Stream.cpp); no worker takes any.
+  bool callerRunning_ = false;
   std::vector<StreamOp> running_;  // owned by the worker running the stream
   std::size_t cursor_ = 0;         // next op in running_
 

@@ -1,10 +1,13 @@
 // Streams: asynchronous in-order execution, handles, priorities, errors, launch modes, Task.
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "TestUtil.h"
@@ -355,4 +358,86 @@ TEST(Task, CapturesAreReleasedOnceTheTaskHasRun) {
   OR_OK(orStreamSynchronize(nullptr));
   EXPECT_EQ(*token, 1);
   EXPECT_EQ(token.use_count(), 1);
+}
+
+// Note [A waiting host runs the queued tasks]: with every worker of the device held by tasks of
+// other streams (the tests run two workers), nothing takes the default stream's tasks, and a
+// blocking copy from it runs them on the calling thread, in order, as a worker would: a
+// synchronizing call inside them is refused, and the thread's last error and current device are
+// its own again afterwards.
+TEST(Stream, ABlockingCopyRunsTheQueuedTasksOnTheCallingThread) {
+  std::array<orStream_t, 2> others{};
+  std::array<Gate, 2> gates;
+  for (size_t i = 0; i < others.size(); ++i) {
+    OR_OK(orStreamCreate(&others[i]));
+    OR_OK(launchGate(others[i], gates[i]));
+    gates[i].waitEntered();
+  }
+  void* dev = nullptr;
+  OR_OK(orMalloc(&dev, 16));
+  std::thread::id ranOn;
+  orError_t inTask = orSuccess;
+  OR_OK(openreg::launch(nullptr, [&] {
+    ranOn = std::this_thread::get_id();
+    inTask = orDeviceSynchronize();
+    orSetDevice(1);
+  }));
+  OR_OK(orMemsetAsync(dev, 7, 16, nullptr));
+  EXPECT_EQ(orFree(reinterpret_cast<void*>(0x10)), orErrorInvalidDevicePointer);
+  const std::string before = lastMessage();
+  // Without the host running them the copy would wait for the workers: opened after 10 s, the
+  // gates turn that wait into a failure below instead of a hang.
+  std::atomic<bool> copied{false};
+  std::thread opener([&] {
+    for (int i = 0; i < 1000 && !copied.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (Gate& gate : gates) gate.open();
+  });
+  std::array<unsigned char, 16> host{};
+  OR_OK(orMemcpy(host.data(), dev, host.size(), orMemcpyDeviceToHost));
+  copied.store(true);
+  opener.join();
+  EXPECT_EQ(ranOn, std::this_thread::get_id());
+  EXPECT_EQ(inTask, orErrorNotPermitted);
+  for (unsigned char byte : host) EXPECT_EQ(byte, 7);
+  int device = -1;
+  OR_OK(orGetDevice(&device));
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(lastMessage(), before);
+  OR_OK(orDeviceSynchronize());
+  for (orStream_t s : others) OR_OK(orStreamDestroy(s));
+  OR_OK(orFree(dev));
+}
+
+// A task the host runs that launches onto its own stream does not wait for the stream's lock:
+// its launch runs after it, before the copy that follows, on a worker once one is free.
+TEST(Stream, ATaskTheHostRunsMayLaunchOntoItsOwnStream) {
+  std::array<orStream_t, 2> others{};
+  std::array<Gate, 2> gates;
+  for (size_t i = 0; i < others.size(); ++i) {
+    OR_OK(orStreamCreate(&others[i]));
+    OR_OK(launchGate(others[i], gates[i]));
+    gates[i].waitEntered();
+  }
+  void* dev = nullptr;
+  OR_OK(orMalloc(&dev, 16));
+  OR_OK(orMemsetAsync(dev, 1, 16, nullptr));
+  std::thread::id ranOn;
+  OR_OK(openreg::launch(nullptr, [&] {
+    ranOn = std::this_thread::get_id();
+    orMemsetAsync(dev, 9, 16, nullptr);
+  }));
+  // The copy waits for the second memset, which a worker runs once the gates open.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (Gate& gate : gates) gate.open();
+  });
+  std::array<unsigned char, 16> host{};
+  OR_OK(orMemcpy(host.data(), dev, host.size(), orMemcpyDeviceToHost));
+  opener.join();
+  EXPECT_EQ(ranOn, std::this_thread::get_id());
+  for (unsigned char byte : host) EXPECT_EQ(byte, 9);
+  OR_OK(orDeviceSynchronize());
+  for (orStream_t s : others) OR_OK(orStreamDestroy(s));
+  OR_OK(orFree(dev));
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "aten/NativeKernel.h"
 #include "aten/engine/Arguments.h"
 #include "aten/engine/HeldWarnings.h"
 #include "aten/engine/OutputRepair.h"
@@ -114,6 +115,7 @@ void AsyncTask::operator()() {
     if (C10_UNLIKELY(injected != nullptr)) FaultInjection::failIfInjected(injected);
     // Note [Tasks run below autograd] in NativeKernel.h
     at::AutoDispatchBelowADInplaceOrView guard;
+    const UnrecordedOnThisThread unrecorded;  // Note [Tasks run below autograd]
     // Note [Global state is the call's]
     c10::AutoGradMode gradMode(state.gradMode);
     DeterministicScope deterministic(state);

@@ -230,6 +230,15 @@ bool negativeSlopeOnResult(const c10::FunctionSchema& schema, c10::ArrayRef<c10:
   return isResult && slope && args[*isResult].toBool() && args[*slope].toScalar().toDouble() < 0;
 }
 
+// gelu's `approximate` names its formula; the CPU kernel refuses a name other than "none" and
+// "tanh" in its body (get_gelutype_enum), after its structured Meta function, which accepts any.
+bool geluApproximateUnknown(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  const auto index = schema.argumentIndexWithName("approximate");
+  if (!index || !args[*index].isString()) return false;
+  const std::string_view approximate = args[*index].toStringView();
+  return approximate != "none" && approximate != "tanh";
+}
+
 // The interpolating upsample kernels take floating-point inputs only on the CPU (uint8 for some
 // modes, channel counts and layouts): asked for any other input, on stand-ins of the same layout,
 // since the answer depends on the sizes.
@@ -590,6 +599,8 @@ CallChecks callChecksFor(const c10::FunctionSchema& schema) {
   }
   if (op.find("upsample_") != std::string_view::npos)
     add(&askCpuIf<&selfNotFloating, &sameLayoutStandIn>, false);
+  if (op == "aten::gelu" || op == "aten::gelu_" || op == "aten::gelu_backward")
+    add(&askCpuIf<&geluApproximateUnknown>, false);
   if (op == "aten::leaky_relu_backward" || op == "aten::elu_backward")
     add(&askCpuIf<&negativeSlopeOnResult>, false);
   // bernoulli_.Tensor's probabilities are data: only its float overload runs on a stand-in.

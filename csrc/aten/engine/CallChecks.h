@@ -21,6 +21,8 @@
 //    common call pays a comparison, no kernel): an out= of another dtype than the input's for the
 //    operators whose CPU kernel wants it exact (neg, round, amax, sort, mode, ...); all/any into a
 //    non-bool out; floor/ceil/trunc/round of a complex input; an upsample of an integer input;
+//    gelu's `approximate` other than "none" and "tanh" (checked in the CPU kernel's body, which
+//    ATen's C++ Meta kernel, Note [C++ Meta kernels] in CppMeta.h, does not run);
 //    any operator on a tensor of more than 64 dimensions (TensorIterator's limit);
 //  - index_put_'s dtypes, its indices broadcasting together (an IndexError, as on the CPU) and its
 //    values expanding to the indexing result, unless an index is a mask (its count is data);

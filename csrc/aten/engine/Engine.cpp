@@ -39,6 +39,7 @@
 //   CallChecks.cpp    checks the CPU kernel makes on metadata where the Meta kernel does not
 //   AsyncPath.cpp     the asynchronous path; AsyncTask.cpp the task it queues
 //   MetaKernel.cpp    asking the Meta kernel; ShapeCache.cpp remembering its answers
+//   CppMeta.cpp       ATen's C++ Meta kernels, from a table gen_cpp_meta.py writes at build time
 //   SyncPath.cpp      the synchronizing path
 //   OutputRepair.cpp  view bits and regrown outputs a CPU kernel leaves on its aliases
 //   Arguments.h/.cpp  walking and rebuilding boxed arguments, pushing results

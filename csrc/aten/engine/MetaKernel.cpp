@@ -113,7 +113,12 @@ std::shared_ptr<const MetaAnswer> askMeta(const c10::OperatorHandle& op, OpTrait
   auto answer = std::make_shared<MetaAnswer>();
   countMetaCall();
   try {
-    op.callBoxed(&meta);
+    // Note [C++ Meta kernels] in CppMeta.h
+    if (traits.cppMeta != nullptr) {
+      traits.cppMeta->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    } else {
+      op.callBoxed(&meta);
+    }
   } catch (const c10::NotImplementedError& e) {
     // The dispatcher's refusal of an operator with no Meta kernel at all: remembered for the
     // operator. A NotImplementedError the Meta kernel raises itself (torch 2.14's neg of a bool

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aten/engine/CppMeta.h"
+
 namespace openreg::engine {
 namespace {
 
@@ -144,6 +146,7 @@ bool keyedByKind(const c10::TypePtr& type) {
 std::unique_ptr<OpTraits> computeTraits(const c10::FunctionSchema& schema) {
   auto traits = std::make_unique<OpTraits>(schema.operator_name());
   traits->shapesFromCpu = metaShapesDisagree(schema.operator_name());
+  traits->cppMeta = cppMetaKernel(schema.operator_name());
   traits->outKeepsShapeOfSameCount = sequenceOut(schema.operator_name());
   traits->overwritesSelf = overwritesSelf(schema.operator_name());
   traits->outNeedsContiguousInput = outNeedsContiguousInput(schema.operator_name());

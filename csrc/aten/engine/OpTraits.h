@@ -42,7 +42,10 @@ struct OpTraits {
   uint64_t writtenTensors = 0;
   CallChecks callChecks;           // Note [Call checks]
   std::atomic<int> metaWorks{-1};  // learned at the first call: -1 unknown, 0 no Meta kernel, 1 yes
-  ShapeCache shapes;               // Meta answers per call signature (Note [Shape cache])
+  // ATen's C++ Meta kernel, asked in place of the dispatcher's (Note [C++ Meta kernels] in
+  // CppMeta.h); nullptr when the operator has none.
+  const c10::KernelFunction* cppMeta = nullptr;
+  ShapeCache shapes;  // Meta answers per call signature (Note [Shape cache])
 };
 
 // The traits of `op`. The first call per operator computes them; later calls on the same thread

@@ -4,8 +4,9 @@
 // [marker: shape-cache]
 // Note [Shape cache]
 // The asynchronous path learns each call's output sizes, strides and dtypes by running the
-// operator's Meta kernel. Many Meta kernels are Python functions (torch._refs, torch._meta_
-// registrations) costing far more than a small kernel (docs/operators.md has the figures). But a
+// operator's Meta kernel: ATen's C++ one where there is one (Note [C++ Meta kernels] in
+// CppMeta.h), else the dispatcher's, often a Python function (torch._refs, torch._meta_
+// registrations) costing far more than a small kernel (docs/performance.md has the figures). A
 // Meta kernel can only see metadata, so its answer is a function of:
 //   - every tensor argument's sizes, strides, dtype, layout, device type,
 //     conjugate/negative bits and whether it is a wrapped number (a Python scalar made a tensor,
