@@ -365,14 +365,30 @@ TEST(Task, CapturesAreReleasedOnceTheTaskHasRun) {
 // blocking copy from it runs them on the calling thread, in order, as a worker would: a
 // synchronizing call inside them is refused, and the thread's last error and current device are
 // its own again afterwards.
-TEST(Stream, ABlockingCopyRunsTheQueuedTasksOnTheCallingThread) {
-  std::array<orStream_t, 2> others{};
+// Every worker of the device (the tests run two) held by a task of a stream of its own, until
+// open() or the end of the scope.
+struct WorkersHeld {
+  std::array<orStream_t, 2> streams{};
   std::array<Gate, 2> gates;
-  for (size_t i = 0; i < others.size(); ++i) {
-    OR_OK(orStreamCreate(&others[i]));
-    OR_OK(launchGate(others[i], gates[i]));
-    gates[i].waitEntered();
+  WorkersHeld() {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      EXPECT_EQ(orStreamCreate(&streams[i]), orSuccess);
+      EXPECT_EQ(launchGate(streams[i], gates[i]), orSuccess);
+      gates[i].waitEntered();
+    }
   }
+  void open() {
+    for (Gate& gate : gates) gate.open();
+  }
+  ~WorkersHeld() {
+    open();
+    EXPECT_EQ(orDeviceSynchronize(), orSuccess);
+    for (orStream_t s : streams) EXPECT_EQ(orStreamDestroy(s), orSuccess);
+  }
+};
+
+TEST(Stream, ABlockingCopyRunsTheQueuedTasksOnTheCallingThread) {
+  WorkersHeld held;
   void* dev = nullptr;
   OR_OK(orMalloc(&dev, 16));
   std::thread::id ranOn;
@@ -391,7 +407,7 @@ TEST(Stream, ABlockingCopyRunsTheQueuedTasksOnTheCallingThread) {
   std::thread opener([&] {
     for (int i = 0; i < 1000 && !copied.load(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    for (Gate& gate : gates) gate.open();
+    held.open();
   });
   std::array<unsigned char, 16> host{};
   OR_OK(orMemcpy(host.data(), dev, host.size(), orMemcpyDeviceToHost));
@@ -404,21 +420,13 @@ TEST(Stream, ABlockingCopyRunsTheQueuedTasksOnTheCallingThread) {
   OR_OK(orGetDevice(&device));
   EXPECT_EQ(device, 0);
   EXPECT_EQ(lastMessage(), before);
-  OR_OK(orDeviceSynchronize());
-  for (orStream_t s : others) OR_OK(orStreamDestroy(s));
   OR_OK(orFree(dev));
 }
 
 // A task the host runs that launches onto its own stream does not wait for the stream's lock:
 // its launch runs after it, before the copy that follows, on a worker once one is free.
 TEST(Stream, ATaskTheHostRunsMayLaunchOntoItsOwnStream) {
-  std::array<orStream_t, 2> others{};
-  std::array<Gate, 2> gates;
-  for (size_t i = 0; i < others.size(); ++i) {
-    OR_OK(orStreamCreate(&others[i]));
-    OR_OK(launchGate(others[i], gates[i]));
-    gates[i].waitEntered();
-  }
+  WorkersHeld held;
   void* dev = nullptr;
   OR_OK(orMalloc(&dev, 16));
   OR_OK(orMemsetAsync(dev, 1, 16, nullptr));
@@ -430,14 +438,12 @@ TEST(Stream, ATaskTheHostRunsMayLaunchOntoItsOwnStream) {
   // The copy waits for the second memset, which a worker runs once the gates open.
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    for (Gate& gate : gates) gate.open();
+    held.open();
   });
   std::array<unsigned char, 16> host{};
   OR_OK(orMemcpy(host.data(), dev, host.size(), orMemcpyDeviceToHost));
   opener.join();
   EXPECT_EQ(ranOn, std::this_thread::get_id());
   for (unsigned char byte : host) EXPECT_EQ(byte, 9);
-  OR_OK(orDeviceSynchronize());
-  for (orStream_t s : others) OR_OK(orStreamDestroy(s));
   OR_OK(orFree(dev));
 }
