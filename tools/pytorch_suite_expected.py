@@ -37,7 +37,6 @@ EXPECTED: dict[str, dict[str, str]] = {
     "TestOldViewOps": {"test_flatten": QUANTIZED, "test_ravel": QUANTIZED},
     "TestSortAndSelect": {"test_stable_sort_against_numpy": CPU_INDEX},
     "TestIndexing": {
-        "test_empty_ndim_index": AT_SYNC,
         # Its float16 variant returns before the out-of-bounds part; the file exempts CUDA by is_cuda.
         "test_advancedindex_openreg_float64": AT_SYNC,
     },
