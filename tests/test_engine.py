@@ -397,6 +397,16 @@ def test_new_shapes_ask_atens_cpp_meta_kernels_not_pythons():
             assert same(y, expected) and y.stride() == expected.stride(), name
 
 
+def test_an_operator_whose_cpp_meta_kernel_announces_a_placeholder_keeps_the_cpus_shape():
+    # isin of a Scalar: ATen's Meta kernel says [0], the CPU kernel resizes to [] (gen_cpp_meta.py).
+    t = torch.tensor([1.0, 2.0, 3.0])
+    for element in (2.0, 5.0):
+        assert same(torch.isin(element, t.to("openreg")), torch.isin(element, t))
+        out = torch.empty(0, dtype=torch.bool, device="openreg")
+        torch.isin(element, t.to("openreg"), out=out)
+        assert same(out, torch.isin(element, t))
+
+
 def test_the_first_call_on_the_device_does_not_import_dynamo():
     # A Python Meta kernel wrapped in torch._disable_dynamo imported torch._dynamo at its first call:
     # about a second, on the first relu of every program.
