@@ -418,6 +418,58 @@ def test_inductor_still_needs_cpu_guard_patch():
         torch._dynamo.reset()
 
 
+def _channels_last_cnn(device: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)
+    )
+    return net.to(device).to(memory_format=torch.channels_last)
+
+
+def test_a_compiled_channels_last_convolution_keeps_the_devices_layout_forward_and_backward():
+    """Note [Fake convolutions answer in the CPU's layout]: the compiled graph's convolutions, and
+    their gradients, come in the layout eager openreg gives (the CPU's), and the step's values follow
+    eager CPU's."""
+    x = torch.randn(2, 3, 16, 16).to(memory_format=torch.channels_last)
+    weights = torch.randn(2, 4, 12, 12)
+    results = {}
+    for device, run in (("cpu", lambda net: net), ("openreg", torch.compile)):
+        net = _channels_last_cnn(device)
+        y = run(net)(x.to(device))
+        (y * weights.to(device)).sum().backward()
+        results[device] = (y, [p.grad for p in net.parameters()])
+    (y_cpu, grads_cpu), (y_or, grads_or) = results["cpu"], results["openreg"]
+    assert y_or.device.type == "openreg" and y_or.stride() == y_cpu.stride() == (576, 1, 48, 4)
+    torch.testing.assert_close(y_or.cpu(), y_cpu, rtol=1e-5, atol=1e-5)
+    for g_or, g_cpu in zip(grads_or, grads_cpu):
+        assert g_or.stride() == g_cpu.stride(), (g_or.shape, g_or.stride(), g_cpu.stride())
+        torch.testing.assert_close(g_or.cpu(), g_cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_fake_convolution_still_needs_the_cpus_layout_patch():
+    """Note [Fake convolutions answer in the CPU's layout]: PyTorch's own rule answers contiguous for
+    a channels-last convolution on openreg, where the device (and the patched rule) answer
+    channels-last. When this test fails, PyTorch answers in the device's layout and the patch
+    should go."""
+    from torch._subclasses.fake_impls import op_implementations_dict
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from torch_openreg._compile import fake_convolution
+
+    op = torch.ops.aten.convolution.default
+    net = _channels_last_cnn("openreg")[0]
+    x = torch.randn(2, 3, 16, 16, device="openreg").to(memory_format=torch.channels_last)
+    args = (x, net.weight, net.bias, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    eager = op(*args)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        patched = op_implementations_dict[op](mode, op, *fake)
+        original = fake_convolution.original_rule(op)(mode, op, *fake)
+    assert eager.stride() == patched.stride() == (1568, 1, 112, 8)
+    assert patched.device == original.device == eager.device
+    assert original.stride() == (1568, 196, 14, 1)
+
+
 # ------------------------------------------------------------------------------------------------
 # The compile sweep, reduced (tools/conformance.py --compile; `make conformance-compile` runs it all)
 

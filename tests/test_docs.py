@@ -56,7 +56,8 @@ def test_the_count_of_operators_registered_one_by_one_is_the_engines():
 
 
 def torch_patches() -> set[str]:
-    """Every assignment in torch_openreg/ to an attribute of a module (or class) imported from torch."""
+    """Every assignment in torch_openreg/ to an attribute of a module (or class) imported from torch,
+    or to an item of a registry such a module holds (`fake_impls.op_implementations_dict[op] = f`)."""
     patched = set()
     for path in (ROOT / "torch_openreg").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -72,6 +73,8 @@ def torch_patches() -> set[str]:
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else []
             for target in targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+                    target = target.value
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                     base = target.value.id
                     if base in origin:

@@ -8,6 +8,8 @@ importing those modules costs almost as much again as importing torch (docs/comp
 processes that load torch_openreg never compile, so torch_openreg's import (`install()`) registers each
 part the moment the module holding its registry finishes loading:
   torch._dynamo                       the device interface and the "openreg" backend
+  torch._subclasses.fake_impls        the patch of Note [Fake convolutions answer in the CPU's
+                                      layout] (`import torch` loads it: applied at once)
   torch._inductor.codegen.common      the device op overrides (read before any wrapper is made)
   torch._inductor.codegen.cpp         the scheduling and the wrapper (Inductor's
                                       init_backend_registration imports it before lowering)
@@ -71,6 +73,12 @@ def _apply_patches() -> None:
     patches.apply()
 
 
+def _wrap_fake_convolution() -> None:
+    from . import fake_convolution
+
+    fake_convolution.apply()
+
+
 def register_inductor() -> None:
     """Inductor's parts at once: `torch.openreg._inductor_backend_init`, which torch >= 2.15's
     Inductor calls before lowering a graph for openreg."""
@@ -79,7 +87,10 @@ def register_inductor() -> None:
     _apply_patches()
 
 
-_HOOKS: dict[str, Callable[[], None]] = {"torch._dynamo": _register_dynamo}
+_HOOKS: dict[str, Callable[[], None]] = {
+    "torch._dynamo": _register_dynamo,
+    "torch._subclasses.fake_impls": _wrap_fake_convolution,  # Note [Fake convolutions answer in the CPU's layout]
+}
 if torch_before(2, 15):  # needed while torch < 2.15: Inductor does not call _inductor_backend_init
     _HOOKS |= {
         "torch._inductor.codegen.common": _register_device_op_overrides,
