@@ -147,7 +147,7 @@ def main() -> None:
     o.init()
     print("== OpenReg demo: a CNN trained on openreg:0, checked step by step against the CPU ==")
     print(f"device: {o.get_device_name(0)}, {o.device_count()} devices of "
-          f"{o.get_device_properties(0)['total_memory'] / 2**30:.1f} GiB; "
+          f"{o.get_device_properties(0).total_memory / 2**30:.1f} GiB; "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENREG_STREAM_WORKERS={os.environ.get('OPENREG_STREAM_WORKERS', '1 (default)')}")
 

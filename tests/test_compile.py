@@ -57,7 +57,7 @@ def test_device_interface_answers_from_torch_openreg():
     assert iface.is_available() and iface.device_count() == torch.openreg.device_count()
     props = iface.get_device_properties(1)
     assert props.multi_processor_count >= 1
-    assert props.total_memory == torch.openreg.get_device_properties(1)["total_memory"]
+    assert props.total_memory == torch.openreg.get_device_properties(1).total_memory
     assert iface.Worker.get_device_properties("openreg:1") == props
     with iface.device(1):
         assert iface.current_device() == 1

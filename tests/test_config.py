@@ -59,7 +59,7 @@ def test_nothing_reads_an_openreg_variable_around_the_registry():
 
 def test_the_runtimes_values_in_effect_are_its_configurations():
     value, from_environment = _C._config_value("OPENREG_DEVICE_MEMORY")
-    assert int(value) == torch.openreg.get_device_properties(0)["total_memory"]
+    assert int(value) == torch.openreg.get_device_properties(0).total_memory
     assert from_environment == ("OPENREG_DEVICE_MEMORY" in os.environ)
     count, _ = _C._config_value("OPENREG_DEVICE_COUNT")
     assert int(count) == torch.openreg.device_count()

@@ -1,5 +1,6 @@
 """Registration, autoload, device queries and selection, configuration, fork safety."""
 
+import os
 import re
 import subprocess
 import sys
@@ -127,11 +128,21 @@ def test_device_queries_follow_the_configuration():
     assert openreg.is_available()
     assert openreg.device_count() == 2
     props = openreg.get_device_properties(1)
-    assert props["name"] == openreg.get_device_name(1) == "OpenReg Emulated Device"
-    assert props["memory_alignment"] == 4096
-    assert props["total_memory"] >= 256 << 20
+    assert props.name == openreg.get_device_name(1) == "OpenReg Emulated Device"
+    assert props.memory_alignment == 4096
+    assert props.total_memory >= 256 << 20
     assert openreg.get_device_capability() == (1, 0)
     assert openreg.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+
+
+def test_device_properties_are_attributes_as_torch_cuda_gives_them():
+    # torchtitan's memory monitor reads get_device_properties(device).total_memory, as libraries do
+    # with torch.cuda's; a dict made it raise AttributeError (found by make test-torchtitan).
+    props = openreg.get_device_properties("openreg:1")
+    assert (props.name, props.major, props.minor) == (openreg.get_device_name(1), *openreg.get_device_capability(1))
+    assert props.total_memory == openreg.mem_get_info(1)[1]
+    assert props.multi_processor_count == (os.cpu_count() or 1)
+    assert props == torch.get_device_module("openreg").get_device_properties(1)
 
 
 def test_environment_configures_devices():
@@ -139,7 +150,7 @@ def test_environment_configures_devices():
         """
         import torch
         p = torch.openreg.get_device_properties(2)
-        print(torch.openreg.device_count(), p["total_memory"], p["worker_count"])
+        print(torch.openreg.device_count(), p.total_memory, p.worker_count)
         """,
         env={"OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "64M", "OPENREG_STREAM_WORKERS": "2"},
     )

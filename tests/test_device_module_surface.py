@@ -184,7 +184,7 @@ def test_deprecated_cuda_memory_names_warn_and_answer_as_their_replacements():
 
 def test_device_memory_used_is_capacity_minus_free():
     _, total = openreg.mem_get_info(0)
-    assert total == openreg.get_device_properties(0)["total_memory"]
+    assert total == openreg.get_device_properties(0).total_memory
     used = openreg.device_memory_used(0)
     assert used == total - openreg.mem_get_info(0)[0]
     assert used >= openreg.memory_reserved(0)

@@ -35,8 +35,8 @@ def report() -> str:
     for index in range(torch.openreg.device_count()):
         p = torch.openreg.get_device_properties(index)
         lines.append(
-            f"  openreg:{index}  {p['name']}, {_mib(p['total_memory'])}, {p['worker_count']} worker(s), "
-            f"capability {p['major']}.{p['minor']}, alignment {p['memory_alignment']} B"
+            f"  openreg:{index}  {p.name}, {_mib(p.total_memory)}, {p.worker_count} worker(s), "
+            f"capability {p.major}.{p.minor}, alignment {p.memory_alignment} B"
         )
         if torch.openreg.is_initialized():
             free, total = torch.openreg.mem_get_info(index)

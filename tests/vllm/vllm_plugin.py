@@ -87,7 +87,7 @@ def test_building_the_configuration_leaves_openreg_uninitialized(llama):
         "from vllm.engine.arg_utils import EngineArgs;"
         "facts = (p.get_device_name(0), p.get_device_total_memory(0), p.get_device_capability(0));"
         f"EngineArgs(model={str(llama)!r}, dtype='float32', enforce_eager=True).create_engine_config();"
-        "print(torch.openreg.is_initialized(), facts[1] == torch.openreg.get_device_properties(0)['total_memory'])"
+        "print(torch.openreg.is_initialized(), facts[1] == torch.openreg.get_device_properties(0).total_memory)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -6,8 +6,6 @@ Everything forwards to `torch.openreg`, so there is one implementation of each q
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from typing import Any
 
 import torch
@@ -19,28 +17,11 @@ from torch._dynamo.device_interface import (
 
 from .. import _C
 from .._C import DEVICE_NAME
-from ..openreg import _index
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceProperties:
-    """What `torch.openreg.get_device_properties` reports, as attributes, plus the
-    `multi_processor_count` Inductor reads (`torch/_inductor/runtime/hints.py`,
-    DeviceProperties.create): the host's CPU count, since the kernels run on the host's cores, as
-    for the CPU device."""
-
-    name: str
-    total_memory: int
-    worker_count: int
-    memory_alignment: int
-    major: int
-    minor: int
-    multi_processor_count: int
+from ..openreg import DeviceProperties, _index
 
 
 def _properties(device: Any = None) -> DeviceProperties:
-    props = torch.openreg.get_device_properties(device)
-    return DeviceProperties(**props, multi_processor_count=os.cpu_count() or 1)
+    return torch.openreg.get_device_properties(device)
 
 
 def _device_index(device: Any) -> int:

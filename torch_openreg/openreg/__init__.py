@@ -7,6 +7,8 @@ the devices, so calling them before `fork` is safe. The first use of a device in
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from typing import Any
 
@@ -139,18 +141,34 @@ def synchronize(device: _device_t = None) -> None:
     _C._synchronize(_index(device))
 
 
-def get_device_properties(device: _device_t = None) -> dict:
-    """Name, total_memory, worker_count, memory_alignment, major and minor of a device."""
-    return _C._get_device_properties(_index(device))
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """A device's properties as attributes, as `torch.cuda.get_device_properties` gives them
+    (torchtitan reads `.total_memory`, Inductor `.multi_processor_count`): the runtime's figures,
+    and for `multi_processor_count` the host's CPU count, since the kernels run on the host's cores."""
+
+    name: str
+    total_memory: int
+    worker_count: int
+    memory_alignment: int
+    major: int
+    minor: int
+    multi_processor_count: int
+
+
+def get_device_properties(device: _device_t = None) -> DeviceProperties:
+    """Name, total_memory, worker_count, memory_alignment, major, minor and multi_processor_count of
+    a device, read from the runtime's configuration without initializing it."""
+    return DeviceProperties(**_C._get_device_properties(_index(device)), multi_processor_count=os.cpu_count() or 1)
 
 
 def get_device_name(device: _device_t = None) -> str:
-    return get_device_properties(device)["name"]
+    return get_device_properties(device).name
 
 
 def get_device_capability(device: _device_t = None) -> tuple[int, int]:
     props = get_device_properties(device)
-    return props["major"], props["minor"]
+    return props.major, props.minor
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

@@ -103,7 +103,7 @@ class OpenRegPlatform(Platform):
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
         # The device's capacity, OPENREG_DEVICE_MEMORY (docs/memory.md), without initializing it.
-        return torch.openreg.get_device_properties(device_id)["total_memory"]
+        return torch.openreg.get_device_properties(device_id).total_memory
 
     @classmethod
     def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
