@@ -2,8 +2,10 @@
 the CPU. CPU is the oracle: each result is compared bitwise with the same call on CPU tensors."""
 
 import sys
+import warnings
 
 import pytest
+
 import torch
 import torch.nn.functional as F
 
@@ -399,12 +401,25 @@ def test_new_shapes_ask_atens_cpp_meta_kernels_not_pythons():
 
 def test_an_operator_whose_cpp_meta_kernel_announces_a_placeholder_keeps_the_cpus_shape():
     # isin of a Scalar: ATen's Meta kernel says [0], the CPU kernel resizes to [] (gen_cpp_meta.py).
+    # Its .out kernel, run by the task on the engine's own output, resized that output twice and
+    # warned "An output with one or more elements was resized", which the CPU's call does not.
     t = torch.tensor([1.0, 2.0, 3.0])
     for element in (2.0, 5.0):
-        assert same(torch.isin(element, t.to("openreg")), torch.isin(element, t))
-        out = torch.empty(0, dtype=torch.bool, device="openreg")
-        torch.isin(element, t.to("openreg"), out=out)
-        assert same(out, torch.isin(element, t))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert same(torch.isin(element, t.to("openreg")), torch.isin(element, t))
+            out = torch.empty(0, dtype=torch.bool, device="openreg")
+            torch.isin(element, t.to("openreg"), out=out)
+            assert same(out, torch.isin(element, t))
+    # A caller's out= of another shape: ATen's warning once, at the call, as on the CPU.
+    for device in ("cpu", "openreg"):
+        out = torch.empty(3, dtype=torch.bool, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.isin(2.0, t.to(device), out=out)
+            torch.openreg.synchronize()
+        assert out.shape == () and out.item() is True
+        assert [str(w.message)[:47] for w in caught] == ["An output with one or more elements was resized"]
 
 
 def test_the_first_call_on_the_device_does_not_import_dynamo():

@@ -189,6 +189,7 @@ void AsyncTask::run(torch::jit::Stack s, Aliases& aliases) {
     try {
       c10::WarningUtils::WarningHandlerGuard guard(&held);
       outOp->redispatchBoxed(kCpuKeys, &s);
+      held.dropResizedOutputWarnings();
     } catch (const std::exception&) {
       // An .out kernel refusing outputs of the Meta dtypes (native_layer_norm.out for half
       // inputs): the functional kernel decides. A random kernel is not run twice.
@@ -221,6 +222,8 @@ void AsyncTask::runFunctional(torch::jit::Stack s, Aliases& aliases) {
     c10::WarningUtils::WarningHandlerGuard guard(&held);
     op.redispatchBoxed(kCpuKeys, &s);
   }
+  // A caller's out= tensors were resized at the call, which gave ATen's warning there.
+  held.dropResizedOutputWarnings();
   bool regrown = false;
   for (const auto& [alias, spec] : aliases) {
     regrown = regrown || !keptLayout(alias, *spec);
