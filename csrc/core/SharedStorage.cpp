@@ -117,7 +117,8 @@ SharedStorage shareStorage(const c10::Storage& storage) {
   device_synchronize(device.index());
   // A failure reported earlier still poisons what it wrote (docs/errors.md, "When the error state
   // ends"): the receiver would read those bytes as data, in a process that knows nothing of it.
-  OPENREG_CHECK(checkHostAccesses({{.ptr = ptr, .bytes = storage.nbytes(), .read = true, .write = false, .cover = false}}));
+  OPENREG_CHECK(checkHostAccesses(
+      {{.ptr = ptr, .bytes = storage.nbytes(), .read = true, .write = false, .cover = false}}));
   collectSentBlocks();
 
   orPointerAttributes attributes;
