@@ -81,9 +81,30 @@ def test_choice_honours_sdpa_kernel():
         # Dropout cannot take the CPU's flash kernel, and math is disabled: a clear error.
         with pytest.raises(RuntimeError, match=r"openreg: .*OVERRIDEABLE cannot serve them: dropout_p"):
             F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # not an openreg backend
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the CPU's flash kernel, which OVERRIDEABLE is
+        assert torch._fused_sdp_choice(q, q, q) == SDPBackend.OVERRIDEABLE.value
+        with pytest.raises(RuntimeError, match=r"openreg: .*OVERRIDEABLE cannot serve them: dropout_p"):
+            F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):  # not an openreg backend
         with pytest.raises(RuntimeError, match=r"openreg: .*enable one of them"):
             F.scaled_dot_product_attention(q, q, q)
+
+
+def test_flash_and_math_enabled_run_the_cpus_flash_kernel_as_the_cpu_does():
+    # torchtitan's attention enables [CUDNN_ATTENTION, FLASH_ATTENTION, MATH] on every device: the CPU
+    # takes its flash kernel, and openreg took math until FLASH_ATTENTION enabled OVERRIDEABLE too
+    # (found by make test-torchtitan: its losses parted from the CPU's in the fifth digit).
+    backends = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+    q, k, v = (randn(2, 4, 24, 16) for _ in range(3))
+    results = {}
+    for device in ("cpu", "openreg"):
+        qkv = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+        with sdpa_kernel(backends, set_priority=True):
+            out = F.scaled_dot_product_attention(*qkv, is_causal=True)
+        out.backward(torch.ones_like(out))
+        results[device] = [out.detach().cpu()] + [t.grad.cpu() for t in qkv]
+    for cpu, ours in zip(results["cpu"], results["openreg"]):
+        assert torch.equal(cpu, ours)
 
 
 def attention_cases(dtype):

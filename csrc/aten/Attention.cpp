@@ -25,7 +25,10 @@
 // ATen passes key and value to the overrideable kernel with their own number of heads under
 // enable_gqa; the CPU's flash kernel serves grouped heads natively. A boolean attn_mask reaches
 // the kernel already converted to an additive float mask (convert_boolean_attn_mask).
-// sdpa_kernel() is honoured: overrideable only while SDPBackend.OVERRIDEABLE is enabled.
+// sdpa_kernel() is honoured: overrideable only while SDPBackend.OVERRIDEABLE or
+// SDPBackend.FLASH_ATTENTION is enabled. The second because the kernel is the CPU's flash kernel:
+// a program that enables FLASH_ATTENTION and MATH (torchtitan's attention does, for every device)
+// gets flash on the CPU, and on openreg must get the same kernel to equal it, not math.
 //
 // Note [Attention outputs]
 // The forward returns what the CPU's flash wrapper returns, in its layouts: the output in the
@@ -166,15 +169,15 @@ int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tens
   const sdp::sdp_params params{batched(query), batched(key), batched(value), batchedMask, dropout,
                                causal,         gqa};
 #endif
-  const bool overrideable = ctx.userEnabledOverrideableSDP();
+  const bool overrideable = ctx.userEnabledOverrideableSDP() || ctx.userEnabledFlashSDP();
   const std::string why = overrideable ? flashUnsupported(params) : "";
   if (overrideable && why.empty()) return static_cast<int64_t>(sdp::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(sdp::SDPBackend::math);
   TORCH_CHECK(false,
               OR_DEVICE_NAME
               ": scaled_dot_product_attention: no enabled backend can run these "
-              "inputs. openreg offers SDPBackend.OVERRIDEABLE (the CPU's flash kernel) and "
-              "SDPBackend.MATH; ",
+              "inputs. openreg offers SDPBackend.OVERRIDEABLE (the CPU's flash kernel, also run "
+              "when SDPBackend.FLASH_ATTENTION is enabled) and SDPBackend.MATH; ",
               overrideable
                   ? c10::str("OVERRIDEABLE cannot serve them: ", why, "; enable SDPBackend.MATH")
                   : std::string("enable one of them in torch.nn.attention.sdpa_kernel"));
