@@ -334,3 +334,27 @@ test-libraries-diffusers: build
 	@$(MAKE) --no-print-directory $(LIB_VENV)/.openreg-installed
 	$(LIB_VENV)/bin/python tests/libraries/diffusers_suite.py --tests $(DIFFUSERS_TESTS) \
 	  --work $(LIB_WORK)/diffusers --files $(DIFFUSERS_FILES)
+
+# torchtitan's Llama 3 debug model on openreg against the same run on the CPU over Gloo
+# (tests/libraries/torchtitan_suite.py, docs/torchtitan.md): FSDP2 on 2 ranks, FSDP2 with tensor
+# parallelism on 4, a DCP checkpoint saved and resumed, and the same job across two network
+# namespaces (needs root, for `ip netns`). Not part of `make test` (minutes on 2
+# cores). Its own venv, .venv-torchtitan/ (torch pinned by constraints.txt, requirements-torchtitan.txt,
+# the package installed in editable mode from build/release, as for .venv-libraries/). The report
+# goes to build/torchtitan/report.md. TORCHTITAN_ARGS goes to the driver, e.g. "--only fsdp".
+TITAN_VENV := $(CURDIR)/.venv-torchtitan
+$(TITAN_VENV)/.requirements-installed: requirements-torchtitan.txt constraints.txt
+	[ -x $(TITAN_VENV)/bin/python ] || python3.11 -m venv $(TITAN_VENV)
+	echo '*' > $(TITAN_VENV)/.gitignore
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(TITAN_VENV)/bin/python -m pip install -q \
+	  --disable-pip-version-check torch==2.13.0 -r requirements-torchtitan.txt
+	touch $@
+$(TITAN_VENV)/.openreg-installed: $(TITAN_VENV)/.requirements-installed pyproject.toml setup.py
+	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
+	  $(TITAN_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	touch $@
+
+.PHONY: test-torchtitan
+test-torchtitan: build
+	@$(MAKE) --no-print-directory $(TITAN_VENV)/.openreg-installed
+	$(TITAN_VENV)/bin/python tests/libraries/torchtitan_suite.py --work $(CURDIR)/build/torchtitan $(TORCHTITAN_ARGS)
