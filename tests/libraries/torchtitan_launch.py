@@ -88,6 +88,23 @@ def _use_the_cpu() -> None:
     cpu.memory_stats = lambda device=None: dict(_ZERO_STATS)
 
 
+def _log_the_group() -> None:
+    """One line per rank once torchtitan has made its process group: which backend serves which
+    device, and where Gloo's TCP transport listens (the two-host run's log shows it)."""
+    import os
+
+    init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        init(*args, **kwargs)
+        print(f"[torchtitan_launch] rank {dist.get_rank()} of {dist.get_world_size()}: "
+              f"backends {dist.get_backend_config()}, device index {os.environ.get('LOCAL_RANK')}, "
+              f"MASTER_ADDR {os.environ.get('MASTER_ADDR')}, GLOO_SOCKET_IFNAME {os.environ.get('GLOO_SOCKET_IFNAME')}",
+              flush=True)
+
+    dist.init_process_group = init_process_group
+
+
 def main() -> None:
     device = sys.argv.pop(1)
     if device == "cpu":
@@ -97,6 +114,7 @@ def main() -> None:
     else:
         raise SystemExit(f"{sys.argv[0]}: the first argument is openreg (autoloaded) or cpu, not {device!r}")
     _add_set_timeout()
+    _log_the_group()
     from torchtitan.tools.utils import device_type
     if device_type != device:
         raise SystemExit(f"torchtitan picked {device_type!r}, not {device!r}")

@@ -175,6 +175,14 @@ def read_losses(dump: Path) -> dict[int, float]:
     return losses
 
 
+def earlier_run(work: Path, name: str) -> dict | None:
+    dump = work / "runs" / name
+    try:
+        return {"name": name, "seconds": None, "losses": read_losses(dump), "logs": [str(dump.parent / f"{name}.log")]}
+    except RunFailed:
+        return None
+
+
 def seed_checkpoint(work: Path, assets: Path) -> Path:
     """The initial weights of every run: torchtitan's seed checkpoint (one process, on the CPU), so
     that both devices start from the same weights (Note [DTensor's random numbers on openreg] in
@@ -231,13 +239,26 @@ def two_host_run(name: str, work: Path, flags: list[str], port: int = 29477, tim
     commands, envs = [], []
     with two_hosts() as hosts:
         endpoint = f"{hosts[0][2]}:{port}"
-        for ns, veth, address in hosts:
+        for index, (ns, veth, address) in enumerate(hosts):
+            # is_host: torchrun finds out whether it serves the rendezvous by resolving the machine's
+            # host name, which in a namespace (the same UTS namespace) names the real host, not the
+            # veth's address; a machine with a second network card is told the same way.
             commands.append(["ip", "netns", "exec", ns, str(TORCHRUN), "--nnodes", "2", "--nproc-per-node", "1",
                              "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", name,
+                             "--rdzv-conf", f"is_host={int(index == 0)}",
                              "--local-addr", address, str(LAUNCH), "openreg", *flags,
                              "--dump_folder", str(dump)])
             envs.append(environment("openreg", work, ifname=veth))
-        return run_logged(name, commands, envs, dump, timeout)
+        run = run_logged(name, commands, envs, dump, timeout)
+        # What crossed each veth end: the job's rendezvous, store and Gloo traffic.
+        run["veth_bytes"] = {}
+        for ns, veth, _ in hosts:
+            stats = f"/sys/class/net/{veth}/statistics"  # `ip netns exec` mounts the namespace's /sys
+            counts = subprocess.run(["ip", "netns", "exec", ns, "cat", f"{stats}/tx_bytes", f"{stats}/rx_bytes"],
+                                    capture_output=True, text=True, check=True)
+            tx, rx = (int(x) for x in counts.stdout.split())
+            run["veth_bytes"][veth] = {"tx": tx, "rx": rx}
+        return run
 
 
 # -- comparison and report ---------------------------------------------------------------------------
@@ -273,6 +294,9 @@ def report_markdown(comparisons: list[dict], runs: dict[str, dict], failures: li
     lines += ["## Runs", "", "| run | wall time (s) | log |", "| --- | ---: | --- |"]
     for run in runs.values():
         lines.append(f"| {run['name']} | {run['seconds']} | {', '.join(run['logs'])} |")
+    for run in runs.values():
+        for veth, count in run.get("veth_bytes", {}).items():
+            lines.append(f"\n{run['name']}: {veth} sent {count['tx']:,} bytes and received {count['rx']:,}")
     if failures:
         lines += ["", "## Failures", ""] + [f"- {f}" for f in failures]
     return "\n".join(lines) + "\n"
@@ -304,7 +328,7 @@ def main() -> int:
             failures.append(str(e))
             return None
 
-    if "fsdp" in parts or "dcp" in parts or "two-hosts" in parts:
+    if "fsdp" in parts or "dcp" in parts:
         fsdp = [attempt(f"fsdp-{d}", lambda d=d: torchrun(f"fsdp-{d}", d, work, 2, flags)) for d in ("openreg", "cpu")]
         if all(fsdp):
             comparisons.append(compare("FSDP2, 2 ranks", fsdp[0], fsdp[1], list(range(1, steps + 1)), args.atol))
@@ -341,9 +365,14 @@ def main() -> int:
                                            runs["fsdp-cpu"], after, args.atol))
     if "two-hosts" in parts:
         two = attempt("two-hosts-openreg", lambda: two_host_run("two-hosts-openreg", work, flags))
-        if two and runs.get("fsdp-cpu"):
+        # The same job as FSDP2 on 2 ranks of one host: the CPU's run of this invocation, or of an
+        # earlier one (--only two-hosts).
+        oracle = runs.get("fsdp-cpu") or earlier_run(work, "fsdp-cpu")
+        if two and oracle:
             comparisons.append(compare("Two hosts (network namespaces), FSDP2, 1 rank each", two,
-                                       runs["fsdp-cpu"], list(range(1, steps + 1)), args.atol))
+                                       oracle, list(range(1, steps + 1)), args.atol))
+        elif two:
+            failures.append("two-hosts-openreg: no run fsdp-cpu to compare with (run --only fsdp first)")
     failures += [f"{c['title']}: losses differ by up to {c['max_abs_diff']} (atol {args.atol})"
                  for c in comparisons if not c["ok"]]
     (work / "report.json").write_text(json.dumps({"runs": runs, "comparisons": comparisons, "failures": failures},
