@@ -71,3 +71,21 @@ def test_torch_accelerator_random_reads_openreg_s_generators():
     states = random.get_rng_state_all()
     assert len(states) == openreg.device_count()
     assert all(torch.equal(a, b) for a, b in zip(states, openreg.get_rng_state_all(), strict=True))
+
+
+def test_offset_functions_refuse_with_the_reason_and_leave_the_stream_untouched():
+    # The reference backend's module has set_offset/get_offset; a Mersenne Twister has no offset,
+    # so both refuse, name the device, and point to the state functions. Nothing moves.
+    openreg.manual_seed(3)
+    before = openreg.get_rng_state(1)
+    with pytest.raises(RuntimeError, match=r"does not support set_offset: .*openreg:1.*get_rng_state"):
+        openreg.set_offset(128, "openreg:1")
+    with pytest.raises(RuntimeError, match=r"does not support get_offset: .*openreg:0"):
+        openreg.get_offset()
+    assert torch.equal(openreg.get_rng_state(1), before)
+    with pytest.raises(RuntimeError, match="invalid device index 7"):
+        openreg.get_offset(7)
+    assert {"set_offset", "get_offset"} <= set(openreg.__all__)
+    # the CPU generator the engine comes from answers the same way
+    with pytest.raises(RuntimeError, match="does not use offset"):
+        torch.Generator().get_offset()

@@ -75,8 +75,32 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
+# The in-tree reference backend's module has these two; torch.cuda's has not. A Philox generator
+# (CUDA's) is a seed plus an offset into its stream. Ours has the CPU generator's Mersenne Twister
+# engine, whose position is its whole state: get_rng_state/set_rng_state save and restore it.
+def set_offset(offset: int, device: Any = DEVICE_NAME) -> None:
+    """Always raises: an openreg generator has no offset (see get_rng_state/set_rng_state)."""
+    _offset_unsupported("set_offset", device)
+
+
+def get_offset(device: Any = DEVICE_NAME) -> int:
+    """Always raises: an openreg generator has no offset (see get_rng_state/set_rng_state)."""
+    _offset_unsupported("get_offset", device)
+
+
+def _offset_unsupported(name: str, device: Any) -> None:
+    index = _index(device)
+    _generator(index)  # a device that does not exist raises its own error first
+    raise RuntimeError(
+        f"openreg generator does not support {name}: the generator of openreg:{index} is the CPU "
+        "generator's Mersenne Twister, which has no offset; save and restore its position with "
+        "torch.openreg.get_rng_state and set_rng_state"
+    )
+
+
 __all__ = [
     "default_generators",
+    "get_offset",
     "get_rng_state",
     "get_rng_state_all",
     "initial_seed",
@@ -84,6 +108,7 @@ __all__ = [
     "manual_seed_all",
     "seed",
     "seed_all",
+    "set_offset",
     "set_rng_state",
     "set_rng_state_all",
 ]
