@@ -103,7 +103,7 @@ def test_flash_and_math_enabled_run_the_cpus_flash_kernel_as_the_cpu_does():
             out = F.scaled_dot_product_attention(*qkv, is_causal=True)
         out.backward(torch.ones_like(out))
         results[device] = [out.detach().cpu()] + [t.grad.cpu() for t in qkv]
-    for cpu, ours in zip(results["cpu"], results["openreg"]):
+    for cpu, ours in zip(results["cpu"], results["openreg"], strict=True):
         assert torch.equal(cpu, ours)
 
 
