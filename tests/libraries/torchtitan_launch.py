@@ -5,7 +5,8 @@
 is `torchrun ... -m torchtitan.train --module ... [flags]` on openreg, which torchtitan finds
 itself, or on the CPU, the oracle (Note [torchtitan on the CPU]); with torch.distributed.set_timeout
 added on torch releases before 2.15 (Note [set_timeout before torch 2.15]) and, on openreg, DTensor's
-random numbers drawn per rank (Note [DTensor's random numbers on openreg]).
+random numbers drawn per rank (Note [DTensor's random numbers on openreg]). Each rank also logs one
+line once torchtitan has made its process group: the backends, the device index, where Gloo connects.
 """
 
 import sys
@@ -22,7 +23,8 @@ import torch.distributed as dist
 # but not the function, and the trainer stops with AttributeError after step 1. Before 2.15 this
 # adds the function with 2.15's body (torch/distributed/distributed_c10d.py, `set_timeout`: the
 # default group when none is given, then `group.set_timeout(timeout)`), on both devices.
-# `tests/test_torchtitan_support.py` fails once the torch in use has it, when this can go.
+# `tests/test_torchtitan_support.py` checks that the releases before 2.15 still lack it; from 2.15
+# this adds nothing, and it can go once the project's torch is 2.15 or newer.
 
 
 def _add_set_timeout() -> None:
