@@ -327,42 +327,47 @@ def main() -> int:
         except RunFailed as e:
             failures.append(str(e))
             return None
+        except (subprocess.CalledProcessError, OSError) as e:  # `ip netns` without root, say
+            failures.append(f"{key}: {e}")
+            return None
+
+    def resume(job: str, oracle: str, nproc: int, job_flags: list[str], devices: int) -> None:
+        """A fresh job whose checkpoint folder holds only the uninterrupted openreg job's DCP
+        checkpoint of step `half`: torchtitan loads the latest step there (model, optimizer,
+        learning-rate schedule, data loader) and trains on to `steps`."""
+        name = f"dcp-resume-{job}-openreg"
+        staged = work / "dcp-staged" / job / "checkpoint"
+        shutil.rmtree(staged.parent, ignore_errors=True)
+        shutil.copytree(work / "runs" / f"{job}-openreg" / "checkpoint" / f"step-{half}", staged / f"step-{half}")
+        resumed = attempt(name, lambda: torchrun(name, "openreg", work, nproc,
+                                                 [*job_flags, "--checkpoint.folder", str(staged)], devices=devices))
+        if not resumed:
+            return
+        after = list(range(half + 1, steps + 1))
+        if sorted(resumed["losses"]) != after:
+            failures.append(f"{name} logged steps {sorted(resumed['losses'])}, not {after}")
+        comparisons.append(compare(f"DCP: {job} resumed at step {half} against the uninterrupted openreg run",
+                                   resumed, runs[f"{job}-openreg"], after, args.atol))
+        if runs.get(oracle):
+            comparisons.append(compare(f"DCP: {job} resumed at step {half} against the CPU", resumed,
+                                       runs[oracle], after, args.atol))
 
     if "fsdp" in parts or "dcp" in parts:
         fsdp = [attempt(f"fsdp-{d}", lambda d=d: torchrun(f"fsdp-{d}", d, work, 2, flags)) for d in ("openreg", "cpu")]
         if all(fsdp):
             comparisons.append(compare("FSDP2, 2 ranks", fsdp[0], fsdp[1], list(range(1, steps + 1)), args.atol))
-    if "tp" in parts:
-        tp_flags = [*flags, "--parallelism.data_parallel_shard_degree", "2",
-                    "--parallelism.tensor_parallel_degree", "2"]
+    tp_flags = [*flags, "--parallelism.data_parallel_shard_degree", "2", "--parallelism.tensor_parallel_degree", "2"]
+    if "tp" in parts or "dcp" in parts:
         tp = [attempt(f"fsdp-tp-{d}", lambda d=d: torchrun(f"fsdp-tp-{d}", d, work, 4, tp_flags, devices=4))
               for d in ("openreg", "cpu")]
         if all(tp):
             comparisons.append(compare("FSDP2 and tensor parallelism, 4 ranks (2 x 2)", tp[0], tp[1],
                                        list(range(1, steps + 1)), args.atol))
-    if "dcp" in parts and runs.get("fsdp-openreg"):
-        # A fresh job whose checkpoint folder holds the uninterrupted run's DCP checkpoint of step
-        # `half` only: torchtitan loads the latest step there (model, optimizer, learning-rate
-        # schedule, data loader) and trains on to `steps`.
-        resume_dump = work / "runs" / "dcp-resume-openreg"
-        source = work / "runs" / "fsdp-openreg" / "checkpoint" / f"step-{half}"
-        def resume():
-            staged = work / "dcp-staged" / "checkpoint"
-            shutil.rmtree(staged.parent, ignore_errors=True)
-            shutil.copytree(source, staged / f"step-{half}")
-            return torchrun("dcp-resume-openreg", "openreg", work, 2,
-                            [*flags, "--checkpoint.folder", str(staged)])
-        resumed = attempt("dcp-resume-openreg", resume)
-        if resumed:
-            after = list(range(half + 1, steps + 1))
-            if set(resumed["losses"]) != set(after):
-                failures.append(f"dcp-resume-openreg logged steps {sorted(resumed['losses'])}, not {after} "
-                                f"({resume_dump})")
-            comparisons.append(compare(f"DCP: resumed at step {half} against the uninterrupted openreg run",
-                                       resumed, runs["fsdp-openreg"], after, args.atol))
-            if runs.get("fsdp-cpu"):
-                comparisons.append(compare(f"DCP: resumed at step {half} against the CPU", resumed,
-                                           runs["fsdp-cpu"], after, args.atol))
+    if "dcp" in parts:
+        for job, oracle, nproc, job_flags, devices in (("fsdp", "fsdp-cpu", 2, flags, 2),
+                                                       ("fsdp-tp", "fsdp-tp-cpu", 4, tp_flags, 4)):
+            if runs.get(f"{job}-openreg"):
+                resume(job, oracle, nproc, job_flags, devices)
     if "two-hosts" in parts:
         two = attempt("two-hosts-openreg", lambda: two_host_run("two-hosts-openreg", work, flags))
         # The same job as FSDP2 on 2 ranks of one host: the CPU's run of this invocation, or of an
