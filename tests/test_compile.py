@@ -441,7 +441,7 @@ def test_a_compiled_channels_last_convolution_keeps_the_devices_layout_forward_a
     (y_cpu, grads_cpu), (y_or, grads_or) = results["cpu"], results["openreg"]
     assert y_or.device.type == "openreg" and y_or.stride() == y_cpu.stride() == (576, 1, 48, 4)
     torch.testing.assert_close(y_or.cpu(), y_cpu, rtol=1e-5, atol=1e-5)
-    for g_or, g_cpu in zip(grads_or, grads_cpu):
+    for g_or, g_cpu in zip(grads_or, grads_cpu, strict=True):
         assert g_or.stride() == g_cpu.stride(), (g_or.shape, g_or.stride(), g_cpu.stride())
         torch.testing.assert_close(g_or.cpu(), g_cpu, rtol=1e-4, atol=1e-5)
 

@@ -5,7 +5,6 @@ import sys
 import warnings
 
 import pytest
-
 import torch
 import torch.nn.functional as F
 
