@@ -13,10 +13,17 @@ GPT-2, ten prompts of 1 to 85 tokens), greedy, `--max-tokens` new tokens per pro
 - whether vLLM's tokens equal HF's (the bench's figures are only worth reading if they do).
 
 Each vLLM measurement runs in a fresh interpreter (`--child`) with vLLM's defaults (its engine core
-in a process of its own), after one warm-up generate: eager (`enforce_eager`), with vLLM's
-torch.compile (Inductor on openreg), and eager with tensor parallelism 2 (a worker on each of
-`openreg:0` and `openreg:1`).
-Graphs are off on openreg (docs/vllm.md, "Features"), so there is no "with graphs" column.
+in a process of its own), after one warm-up generate, in one of five modes (MODES):
+
+- `eager`: `enforce_eager`;
+- `compiled`: vLLM's torch.compile (Inductor on openreg) without graphs (`cudagraph_mode` NONE);
+- `graphs`: vLLM's defaults, torch.compile with graphs (`FULL_AND_PIECEWISE`: decode batches
+  replay one graph of the whole model, other batches replay the compiled pieces between attention
+  calls; torch_openreg/vllm/graphs.py);
+- `graphs-eager`: graphs of decode batches around the eager model (compilation mode NONE,
+  `FULL_DECODE_ONLY`);
+- `tp2`: eager with tensor parallelism 2 (a worker on each of `openreg:0` and `openreg:1`; graphs
+  stay off with more than one rank).
 
     python bench/vllm_bench.py [--max-tokens 64] [--repeats 3] [--json PATH]
 """
@@ -55,12 +62,21 @@ def hf_cpu(folder: pathlib.Path, max_tokens: int, repeats: int) -> dict:
     return {"batch_seconds": statistics.median(batch_times), "ttft_seconds": statistics.median(first), "tokens": tokens}
 
 
+# The LLM(...) arguments of each mode (the module's docstring).
+MODES = {
+    "eager": {"enforce_eager": True},
+    "compiled": {"compilation_config": {"cudagraph_mode": "NONE"}},
+    "graphs": {},
+    "graphs-eager": {"compilation_config": {"mode": "NONE", "cudagraph_mode": "FULL_DECODE_ONLY"}},
+    "tp2": {"enforce_eager": True, "tensor_parallel_size": 2},
+}
+
+
 def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int, mode: str) -> dict:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(folder), dtype="float32", max_model_len=tiny_models.MAX_POSITIONS, seed=0,
-              gpu_memory_utilization=0.5, enforce_eager=mode != "compiled",
-              tensor_parallel_size=2 if mode == "tp2" else 1)  # fmt: skip
+              gpu_memory_utilization=0.5, **MODES[mode])  # fmt: skip
     batch = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate(tiny_models.PROMPTS[:2], batch, use_tqdm=False)  # warm-up
@@ -75,7 +91,10 @@ def vllm_openreg(folder: pathlib.Path, max_tokens: int, repeats: int, mode: str)
         start = time.perf_counter()
         llm.generate([prompt], one, use_tqdm=False)
         first.append(time.perf_counter() - start)
-    return {"batch_seconds": statistics.median(batch_times), "ttft_seconds": statistics.median(first), "tokens": tokens}
+    from torch_openreg.vllm.graphs import graph_stats
+
+    return {"batch_seconds": statistics.median(batch_times), "ttft_seconds": statistics.median(first), "tokens": tokens,
+            "graphs": llm.apply_model(graph_stats)[0]}  # fmt: skip
 
 
 def main() -> None:
@@ -95,39 +114,44 @@ def main() -> None:
         for kind in ("llama", "gpt2"):
             folder = tiny_models.build(kind, pathlib.Path(scratch) / kind)
             vllm = {}
-            for mode in ("eager", "compiled", "tp2"):
+            for mode in MODES:
                 out = pathlib.Path(scratch) / f"{kind}-{mode}.json"
                 subprocess.run(
                     [sys.executable, __file__, "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats),
                      "--child", str(folder), str(out), mode],
-                    check=True, env={**os.environ, "VLLM_DISABLE_COMPILE_CACHE": "1"},
+                    # VLLM_ALLOW_INSECURE_SERIALIZATION: lets apply_model bring the graph counts
+                    # back from the engine core's process (tests/vllm/offline_run.py does the same).
+                    check=True, env={**os.environ, "VLLM_DISABLE_COMPILE_CACHE": "1",
+                                     "VLLM_ALLOW_INSECURE_SERIALIZATION": "1"},
                 )  # fmt: skip
                 vllm[mode] = json.loads(out.read_text())
             hf = hf_cpu(folder, args.max_tokens, args.repeats)
             generated = len(tiny_models.PROMPTS) * args.max_tokens
-            rows.append({
-                "model": kind,
-                "tokens_equal": all(vllm[m]["tokens"] == hf["tokens"] for m in vllm),
-                "vllm_openreg_eager_tokens_per_s": generated / vllm["eager"]["batch_seconds"],
-                "vllm_openreg_compiled_tokens_per_s": generated / vllm["compiled"]["batch_seconds"],
-                "vllm_openreg_tp2_tokens_per_s": generated / vllm["tp2"]["batch_seconds"],
-                "hf_cpu_tokens_per_s": generated / hf["batch_seconds"],
-                "vllm_openreg_eager_ttft_ms": 1000 * vllm["eager"]["ttft_seconds"],
-                "vllm_openreg_compiled_ttft_ms": 1000 * vllm["compiled"]["ttft_seconds"],
-                "vllm_openreg_tp2_ttft_ms": 1000 * vllm["tp2"]["ttft_seconds"],
-                "hf_cpu_ttft_ms": 1000 * hf["ttft_seconds"],
-            })  # fmt: skip
+            row = {"model": kind, "tokens_equal": {m: vllm[m]["tokens"] == hf["tokens"] for m in vllm}}
+            for mode, result in vllm.items():
+                row[f"vllm_openreg_{mode}_tokens_per_s"] = generated / result["batch_seconds"]
+                row[f"vllm_openreg_{mode}_ttft_ms"] = 1000 * result["ttft_seconds"]
+                row[f"vllm_openreg_{mode}_graph_replays"] = result["graphs"]["replays"]
+            row["hf_cpu_tokens_per_s"] = generated / hf["batch_seconds"]
+            row["hf_cpu_ttft_ms"] = 1000 * hf["ttft_seconds"]
+            row["graphs_over_eager"] = row["vllm_openreg_graphs_tokens_per_s"] / row["vllm_openreg_eager_tokens_per_s"]
+            rows.append(row)
 
     print(f"{len(tiny_models.PROMPTS)} prompts x {args.max_tokens} new tokens, greedy, median of {args.repeats}")
-    print("| model | tokens/s: vLLM openreg eager | compiled | eager, TP=2 | HF generate CPU "
-          "| TTFT ms: vLLM openreg eager | compiled | eager, TP=2 | HF generate CPU | tokens equal |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    columns = ["vllm_openreg_eager_tokens_per_s", "vllm_openreg_compiled_tokens_per_s", "vllm_openreg_tp2_tokens_per_s",
-               "hf_cpu_tokens_per_s", "vllm_openreg_eager_ttft_ms", "vllm_openreg_compiled_ttft_ms",
-               "vllm_openreg_tp2_ttft_ms", "hf_cpu_ttft_ms"]  # fmt: skip
+    names = {"eager": "eager", "compiled": "compiled", "graphs": "graphs (compiled)", "graphs-eager": "graphs (eager)",
+             "tp2": "eager, TP=2"}  # fmt: skip
+    header = ["model", *(f"tokens/s: vLLM openreg {names[m]}" for m in MODES), "HF generate CPU", "graphs / eager"]
+    header += [*(f"TTFT ms: {names[m]}" for m in MODES), "HF generate CPU", "tokens equal"]
+    print("| " + " | ".join(header) + " |")
+    print("|---" * (2 * len(MODES) + 5) + "|")
+    columns = [f"vllm_openreg_{m}_tokens_per_s" for m in MODES] + ["hf_cpu_tokens_per_s", "graphs_over_eager"]
+    columns += [f"vllm_openreg_{m}_ttft_ms" for m in MODES] + ["hf_cpu_ttft_ms"]
     for r in rows:
-        figures = " | ".join(f"{r[c]:.0f}" if c.endswith("per_s") else f"{r[c]:.1f}" for c in columns)
-        print(f"| {r['model']} | {figures} | {r['tokens_equal']} |")
+        figures = " | ".join(
+            f"{r[c]:.0f}" if c.endswith("per_s") else f"{r[c]:.2f}" if c == "graphs_over_eager" else f"{r[c]:.1f}"
+            for c in columns
+        )
+        print(f"| {r['model']} | {figures} | {all(r['tokens_equal'].values())} |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"max_tokens": args.max_tokens, "rows": rows}, indent=2))
 

@@ -3,7 +3,7 @@ fresh, since the device's memory size and vLLM's engine are fixed per process).
 
     python offline_run.py MODEL_DIR OUT.json [--max-tokens 8,16,...] [--max-num-seqs N]
         [--max-num-batched-tokens N] [--prefix-caching] [--prompts-json FILE] [--kv-cache-memory-bytes N]
-        [--compile]
+        [--compile] [--graphs MODE]
 
 Greedy decoding with `ignore_eos`; writes the generated token ids of each prompt, the number of KV
 cache blocks vLLM allocated, and what the worker saw of the device (the platform class, the
@@ -43,6 +43,13 @@ def main() -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile (default: enforce_eager)")
+    parser.add_argument(
+        "--graphs",
+        default=None,
+        help="vLLM's cudagraph_mode (FULL_DECODE_ONLY, FULL_AND_PIECEWISE, ...), or 'default' for "
+        "vLLM's own choice; without --compile the model runs eagerly between graphs (compilation "
+        "mode NONE). Default: no graphs",
+    )
     parser.add_argument("--in-process", action="store_true", help="the engine core in this process")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--pipeline-parallel-size", type=int, default=1)
@@ -65,6 +72,10 @@ def main() -> None:
         extra["max_num_batched_tokens"] = args.max_num_batched_tokens
     if args.kv_cache_memory_bytes is not None:
         extra["kv_cache_memory_bytes"] = args.kv_cache_memory_bytes
+    if args.compile or args.graphs:
+        extra["compilation_config"] = {"mode": "VLLM_COMPILE" if args.compile else "NONE"}
+        if args.graphs != "default":
+            extra["compilation_config"]["cudagraph_mode"] = args.graphs or "NONE"
     llm = LLM(
         model=args.model,
         dtype="float32",
@@ -73,7 +84,7 @@ def main() -> None:
         enable_prefix_caching=args.prefix_caching,
         gpu_memory_utilization=args.gpu_memory_utilization,
         seed=0,
-        enforce_eager=not args.compile,
+        enforce_eager=not (args.compile or args.graphs),
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
         **extra,
@@ -81,6 +92,9 @@ def main() -> None:
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]
     outputs = llm.generate(prompts, params)
     states = llm.apply_model(tiny_models.device_state)  # one per worker
+    from torch_openreg.vllm.graphs import graph_stats
+
+    graphs = llm.apply_model(graph_stats)  # captures and replays in each worker's process
     result = {
         "platform": type(current_platform).__qualname__,
         "tokens": [list(output.outputs[0].token_ids) for output in outputs],
@@ -88,6 +102,8 @@ def main() -> None:
         "num_blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks,
         "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
         "compilation_mode": llm.llm_engine.vllm_config.compilation_config.mode.name,
+        "cudagraph_mode": llm.llm_engine.vllm_config.compilation_config.cudagraph_mode.name,
+        "graphs": graphs[0],
         "device": states[0],
         "worker_devices": [state["device"] for state in states],
         "engine_in_process": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0",

@@ -1,8 +1,10 @@
 """openreg's vLLM attention backend alone (torch_openreg/vllm/attention.py, `make test-vllm`): one
 step of a batch mixing a full prefill, a chunked prefill continuing a cached context, and decodes
 of different context lengths, grouped-query heads, over a paged cache whose blocks are scattered;
-against causal attention computed per request on the CPU from the unpaged keys and values. Also the
-slot mapping that replaces vLLM's Triton kernel (torch_openreg/vllm/kernels.py)."""
+against causal attention computed per request on the CPU from the unpaged keys and values. Then the
+decodes alone through the fixed buffers that graphs replay (Note [Decode metadata in fixed
+buffers]), eagerly and captured in a graph replayed on a later step. Also the slot mapping that
+replaces vLLM's Triton kernel (torch_openreg/vllm/kernels.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import types
 import numpy as np
 import torch
 import torch.nn.functional as F
+from vllm.config import CUDAGraphMode
 from vllm.v1.attention.backend import CommonAttentionMetadata
 
 from torch_openreg.vllm.attention import OpenRegAttentionImpl, OpenRegAttentionMetadataBuilder
@@ -51,6 +54,26 @@ def _reference(keys, values, queries) -> torch.Tensor:
     return torch.cat(rows)
 
 
+def _builder(device: torch.device, graphs: CUDAGraphMode = CUDAGraphMode.NONE) -> OpenRegAttentionMetadataBuilder:
+    """The builder with the parts of vLLM's configuration it reads (8 requests, 64 positions)."""
+    config = types.SimpleNamespace(
+        compilation_config=types.SimpleNamespace(cudagraph_mode=graphs, max_cudagraph_capture_size=8),
+        scheduler_config=types.SimpleNamespace(max_num_seqs=8),
+        model_config=types.SimpleNamespace(max_model_len=64),
+    )
+    return OpenRegAttentionMetadataBuilder(types.SimpleNamespace(block_size=BLOCK), [], config, device)
+
+
+def _cache(keys, values, table, written) -> torch.Tensor:
+    """The paged cache holding the first written(row) positions of each request."""
+    cache = torch.zeros(BLOCKS, KV_HEADS, BLOCK, 2 * HEAD_SIZE)
+    for row, (context, new) in enumerate(REQUESTS):
+        for p in range(written(context, new)):
+            block, offset = int(table[row, p // BLOCK]), p % BLOCK
+            cache[block, :, offset] = torch.cat([keys[row][p], values[row][p]], dim=-1)
+    return cache
+
+
 def test_one_step_of_mixed_prefill_and_decode_equals_per_request_attention_on_cpu():
     keys, values, queries, table = _batch()
     device = torch.device("openreg", 0)
@@ -67,18 +90,14 @@ def test_one_step_of_mixed_prefill_and_decode_equals_per_request_attention_on_cp
     assert slots.cpu().tolist() == [*expected_slots.tolist(), -1, -1, -1]
 
     # The cache holds each request's earlier positions; the step writes the new ones.
-    cache = torch.zeros(BLOCKS, KV_HEADS, BLOCK, 2 * HEAD_SIZE)
-    for row, (context, new) in enumerate(REQUESTS):
-        for p in range(context - new):
-            block, offset = int(table[row, p // BLOCK]), p % BLOCK
-            cache[block, :, offset] = torch.cat([keys[row][p], values[row][p]], dim=-1)
-    cache = cache.to(device)
+    cache = _cache(keys, values, table, lambda context, new: context - new).to(device)
     impl = OpenRegAttentionImpl(HEADS, HEAD_SIZE, SCALE, KV_HEADS)
     padding = torch.randn(3, KV_HEADS, HEAD_SIZE)
     new_keys = torch.cat([k[c - n :] for (c, n), k in zip(REQUESTS, keys, strict=True)] + [padding])
     new_values = torch.cat([v[c - n :] for (c, n), v in zip(REQUESTS, values, strict=True)] + [padding])
     impl.do_kv_cache_update(None, new_keys.to(device), new_values.to(device), cache, slots)
-    assert cache[0].abs().sum().item() == 0, "a padding token was written to the cache"
+    # Padding (slot -1) goes to slot 0 of vLLM's null block 0, which no request owns.
+    assert cache[0, :, 1:].abs().sum().item() == 0 and cache[0, :, 0].abs().sum().item() > 0
 
     common = CommonAttentionMetadata(
         query_start_loc=starts.to(device), query_start_loc_cpu=starts,
@@ -86,11 +105,75 @@ def test_one_step_of_mixed_prefill_and_decode_equals_per_request_attention_on_cp
         num_reqs=len(REQUESTS), num_actual_tokens=new_tokens, max_query_len=max(n for _, n in REQUESTS),
         max_seq_len=max(c for c, _ in REQUESTS), block_table_tensor=table.to(device), slot_mapping=slots,
     )  # fmt: skip
-    builder = OpenRegAttentionMetadataBuilder(types.SimpleNamespace(block_size=BLOCK), [], None, device)
-    metadata = builder.build(0, common)
+    metadata = _builder(device).build(0, common)
     output = torch.full((new_tokens + 3, HEADS, HEAD_SIZE), 7.0, device=device)
     impl.forward(None, queries.to(device), None, None, cache, metadata, output)
 
     assert output.device.type == "openreg"
     torch.testing.assert_close(output[:new_tokens].cpu(), _reference(keys, values, queries), rtol=1e-5, atol=1e-5)
     assert (output[new_tokens:] == 7.0).all().item(), "rows past the real tokens were written"
+
+
+# The decodes of REQUESTS whose context has an earlier step (13, 16 and 17 positions: the last two
+# end a block and start one).
+DECODES = [row for row, (context, new) in enumerate(REQUESTS) if new == 1 and context > 1]
+
+
+def _decode_step(table, context, device, builder):
+    """A decode batch of the DECODES requests at the given context lengths, padded with one empty
+    request (context 0, a row of the null block), as vLLM pads a batch to a graph's size."""
+    rows = len(DECODES) + 1
+    padded = torch.zeros(rows, table.shape[1], dtype=torch.int32)
+    padded[: len(DECODES)] = table[DECODES]
+    common = CommonAttentionMetadata(
+        query_start_loc=torch.tensor([*range(rows), rows - 1], dtype=torch.int32, device=device),
+        query_start_loc_cpu=torch.tensor([*range(rows), rows - 1], dtype=torch.int32),
+        seq_lens=torch.tensor([*context, 0], dtype=torch.int32, device=device),
+        num_reqs=rows, num_actual_tokens=rows, max_query_len=1, max_seq_len=max(context),
+        block_table_tensor=padded.to(device), slot_mapping=torch.full((rows,), -1, device=device),
+    )  # fmt: skip
+    return builder.build(0, common)
+
+
+def _decode_reference(keys, values, queries, context) -> torch.Tensor:
+    rows = []
+    for i, (row, length) in enumerate(zip(DECODES, context, strict=True)):
+        q = queries[i : i + 1].transpose(0, 1)[None]
+        k, v = keys[row][:length].transpose(0, 1)[None], values[row][:length].transpose(0, 1)[None]
+        rows.append(F.scaled_dot_product_attention(q, k, v, scale=SCALE, enable_gqa=True)[0].transpose(0, 1))
+    return torch.cat(rows)
+
+
+def test_decodes_in_fixed_buffers_equal_per_request_attention_eagerly_and_replayed():
+    """With FULL graphs on, a decode batch's metadata is written into the builder's buffers (the
+    same addresses every step); a graph captured on one step and replayed after the next step's
+    metadata was written computes that next step's attention. Both against the CPU."""
+    keys, values, queries, table = _batch()
+    device = torch.device("openreg", 0)
+    impl = OpenRegAttentionImpl(HEADS, HEAD_SIZE, SCALE, KV_HEADS)
+    cache = _cache(keys, values, table, lambda context, new: context).to(device)
+    builder = _builder(device, CUDAGraphMode.FULL_DECODE_ONLY)
+    rows = len(DECODES) + 1
+    step_queries = queries[:rows].to(device)
+    output = torch.zeros(rows, HEADS, HEAD_SIZE, device=device)
+
+    first = [REQUESTS[row][0] - 1 for row in DECODES]  # one step before the end of each context
+    metadata = _decode_step(table, first, device, builder)
+    assert metadata.context_offsets is None and metadata.context_blocks.data_ptr() == builder.decode_blocks.data_ptr()
+    impl.forward(None, step_queries, None, None, cache, metadata, output)
+    want = _decode_reference(keys, values, queries, first)
+    torch.testing.assert_close(output[: len(DECODES)].cpu(), want, rtol=1e-5, atol=1e-5)
+
+    graph = torch.accelerator.Graph()
+    with torch.openreg.stream(torch.openreg.Stream()):
+        graph.capture_begin()
+        impl.forward(None, step_queries, None, None, cache, metadata, output)
+        graph.capture_end()
+    second = [REQUESTS[row][0] for row in DECODES]  # the next step: one more position each
+    metadata = _decode_step(table, second, device, builder)
+    assert metadata.context_blocks.data_ptr() == builder.decode_blocks.data_ptr()
+    output.zero_()
+    graph.replay()
+    want = _decode_reference(keys, values, queries, second)
+    torch.testing.assert_close(output[: len(DECODES)].cpu(), want, rtol=1e-5, atol=1e-5)
+    assert torch.isfinite(output[len(DECODES) :]).all().item(), "the padded request's row is not finite"

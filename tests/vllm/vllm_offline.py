@@ -139,12 +139,62 @@ def test_torch_compile_equals_hf(model, tmp_path):
     _assert_equal_up_to_near_ties(folder, result["tokens"], expected)
 
 
+# Graphs (torch_openreg/vllm/graphs.py, docs/vllm.md "Graphs"): the ten prompts' first step
+# prefills them all (no graph: 1 to 85 tokens each, more than the largest capture size); each of the
+# 31 next steps is a decode batch of 10 requests, which vLLM pads to its capture size 16 and replays.
+DECODE_REPLAYS = {"FULL 16": MAX_TOKENS - 1}
+# New tokens per prompt in the continuous-batching runs.
+MIXED_LENGTHS = [8, 32, 12, 20, 5, 32, 16, 9, 24, 13]
+
+
+@pytest.mark.parametrize(
+    "options, cudagraph_mode",
+    [
+        (("--graphs", "FULL_DECODE_ONLY"), "FULL_DECODE_ONLY"),
+        (("--compile", "--graphs", "default"), "FULL_AND_PIECEWISE"),
+    ],
+    ids=["decode-graphs-around-the-eager-model", "vllms-defaults-compiled"],
+)
+def test_graphs_replay_every_decode_step_and_equal_hf(model, options, cudagraph_mode, tmp_path):
+    """Graphs on torch.accelerator.Graph: around the eager model (compilation mode NONE, graphs of
+    the whole model for decode batches), and vLLM's defaults (torch.compile, FULL_AND_PIECEWISE:
+    the same decode graphs, and graphs of the compiled pieces for other batches). Every decode step
+    is a replay (counted by the wrapper in the engine core's process), and the tokens are HF's (up
+    to a near-tie when compiled, as in test_torch_compile_equals_hf)."""
+    folder, expected = model
+    result = run_offline(folder, tmp_path / "out.json", *options, env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
+    assert result["cudagraph_mode"] == cudagraph_mode
+    full = {batch: n for batch, n in result["graphs"]["replays_by_batch"].items() if batch.startswith("FULL")}
+    assert full == DECODE_REPLAYS, result["graphs"]
+    assert result["graphs"]["captures"] > 0
+    if "--compile" in options:
+        _assert_equal_up_to_near_ties(folder, result["tokens"], expected)
+    else:
+        assert result["tokens"] == expected, _first_divergence(result["tokens"], expected)
+
+
+def test_graphs_with_continuous_batching_equal_hf(model, tmp_path):
+    """Decode graphs while requests come and go (at most 4 sequences, the lengths of
+    test_continuous_batching_mixes_prefill_and_decode_and_equals_hf): decode batches of 1 to 4
+    requests replay the graphs of their padded sizes, and the steps that mix a prefill with decodes
+    run the eager model. Every token is HF's."""
+    folder, expected = model
+    lengths = MIXED_LENGTHS
+    result = run_offline(
+        folder, tmp_path / "out.json", "--graphs", "FULL_DECODE_ONLY", "--max-num-seqs", "4",
+        "--max-tokens", ",".join(map(str, lengths)),
+    )  # fmt: skip
+    assert result["graphs"]["replays"] > 0, result["graphs"]
+    want = [tokens[:n] for tokens, n in zip(expected, lengths, strict=True)]
+    assert result["tokens"] == want, _first_divergence(result["tokens"], want)
+
+
 def test_continuous_batching_mixes_prefill_and_decode_and_equals_hf(model, tmp_path):
     """At most four sequences at once and a different length for each prompt: as one finishes,
     the next prompt's prefill joins a step with the others' decodes. Each prompt's tokens are the
     first tokens of HF's."""
     folder, expected = model
-    lengths = [8, 32, 12, 20, 5, 32, 16, 9, 24, 13]
+    lengths = MIXED_LENGTHS
     result = run_offline(
         folder, tmp_path / "out.json", "--max-tokens", ",".join(map(str, lengths)), "--max-num-seqs", "4"
     )

@@ -65,11 +65,17 @@ def test_the_configuration_openreg_gives_each_feature(llama, caplog):
     with caplog.at_level("WARNING", logger="torch_openreg.vllm.platform"):
         config = _config(llama, async_scheduling=True, enable_chunked_prefill=True, enable_prefix_caching=True)
     logged = [r.getMessage() for r in caplog.records if r.name == "torch_openreg.vllm.platform"]
-    assert any(m.startswith("openreg: graphs disabled: openreg has no static graph wrapper") for m in logged), logged
+    assert not any("graphs disabled" in m for m in logged), logged
     assert any(m.startswith("openreg: async scheduling disabled: vLLM's model runner") for m in logged), logged
     assert config.parallel_config.worker_cls == "torch_openreg.vllm.worker.OpenRegWorker"
     assert config.scheduler_config.async_scheduling is False
-    assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
+    # vLLM's default graphs, kept (torch_openreg/vllm/graphs.py); none with more than one rank.
+    assert config.compilation_config.cudagraph_mode == CUDAGraphMode.FULL_AND_PIECEWISE
+    with caplog.at_level("WARNING", logger="torch_openreg.vllm.platform"):
+        parallel = _config(llama, tensor_parallel_size=2)
+    assert parallel.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
+    logged = [r.getMessage() for r in caplog.records if r.name == "torch_openreg.vllm.platform"]
+    assert any(m.startswith("openreg: graphs disabled with more than one rank") for m in logged), logged
     assert config.compilation_config.mode == CompilationMode.VLLM_COMPILE
     assert config.compilation_config.backend == "inductor"
     assert config.scheduler_config.enable_chunked_prefill is True

@@ -50,3 +50,50 @@ def test_vllms_block_zeroing_is_still_a_triton_kernel_on_raw_addresses():
 
     source = inspect.getsource(KVBlockZeroer.zero_block_ids)
     assert "_zero_kv_blocks_kernel[grid]" in source
+
+
+def test_vllms_graph_wrapper_still_captures_with_torch_cuda_and_its_cuda_extension():
+    """OpenRegGraphWrapper (torch_openreg/vllm/graphs.py) overrides CUDAGraphWrapper.__call__
+    because vLLM's captures with torch.cuda.CUDAGraph and torch.cuda.graph by name and hands its
+    output back through weak_ref_tensor, an operator of vLLM's CUDA extension."""
+    from vllm.compilation.cuda_graph import CUDAGraphWrapper
+    from vllm.utils import torch_utils
+
+    source = inspect.getsource(CUDAGraphWrapper.__call__)
+    assert "torch.cuda.CUDAGraph()" in source and "with torch.cuda.graph(" in source
+    assert "weak_ref_tensors(output)" in source
+    assert "torch.ops._C.weak_ref_tensor(tensor)" in inspect.getsource(torch_utils.weak_ref_tensor)
+    assert not hasattr(torch.ops._C, "weak_ref_tensor")
+
+
+def test_vllms_runner_still_wraps_full_graphs_with_the_cuda_wrapper_by_name():
+    """OpenRegModelRunner.load_model rewraps the model (Note [vLLM's graph capture on openreg]):
+    the runner asks the platform for its wrapper class only for PIECEWISE pieces, and wraps the
+    whole model for FULL graphs in CUDAGraphWrapper by name."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    source = inspect.getsource(GPUModelRunner.load_model)
+    assert "self.model = CUDAGraphWrapper(" in source
+    assert "runtime_mode=CUDAGraphMode.FULL" in source
+    assert "get_static_graph_wrapper_cls" not in source
+
+
+def test_vllms_graph_capture_still_makes_a_cuda_stream():
+    """OpenRegModelRunner.capture_model captures on an openreg stream of its own because vLLM's
+    capture_model enters graph_capture (distributed/parallel_state.py), which makes a
+    torch.cuda.Stream, and whose group contexts assert a CUDA or XPU communicator."""
+    from vllm.distributed import parallel_state
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert "graph_capture(device=self.device)" in inspect.getsource(GPUModelRunner.capture_model)
+    assert "GraphCaptureContext(torch.cuda.Stream(device=device))" in inspect.getsource(parallel_state.graph_capture)
+    group = inspect.getsource(parallel_state.GroupCoordinator.graph_capture)
+    assert "(CudaCommunicator, XpuCommunicator)" in group
+
+
+def test_vllm_still_profiles_graph_memory_for_cuda_rocm_and_xpu_only():
+    """The KV cache is sized without a graph memory estimate on openreg (docs/vllm.md, "Graphs"):
+    the worker profiles graphs only when the platform is CUDA-alike or XPU."""
+    source = inspect.getsource(gpu_worker.Worker.determine_available_memory)
+    assert "(current_platform.is_cuda_alike() or current_platform.is_xpu())" in source
+    assert "self.model_runner.profile_cudagraph_memory()" in source

@@ -7,12 +7,13 @@ prefill (many new tokens), others in decode (one), each with its own context len
 row of the block table. The backend does two things per layer:
 
 - `do_kv_cache_update` writes the step's keys and values to their slots (`slot_mapping`, one slot
-  `block * block_size + offset` per token, -1 for padding);
+  `block * block_size + offset` per token, -1 for padding, which goes to vLLM's null block);
 - `forward` gathers each request's whole context back from its blocks and runs one
   `scaled_dot_product_attention` for the batch, with grouped-query heads (`enable_gqa`) and a mask
   that is causal at each request's own offset (a new token at position p sees positions <= p).
 
-See Note [One attention call per step] for how the batch becomes one call.
+See Note [One attention call per step] for how the batch becomes one call, and Note [Decode
+metadata in fixed buffers] for the decode steps a graph replays.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from vllm.v1.attention.backend import (
     AttentionBackend,
+    AttentionCGSupport,
     AttentionImpl,
     AttentionLayer,
     AttentionMetadata,
@@ -70,11 +72,13 @@ class OpenRegAttentionMetadata(AttentionMetadata):
     paged cache into a padded batch, and back (Note [One attention call per step])."""
 
     num_actual_tokens: int
-    query_index: torch.Tensor  # [requests, longest query]: row of `query` for each padded place
+    # In a batch of one-token decodes in fixed buffers (Note [Decode metadata in fixed buffers]),
+    # context_blocks is [requests, blocks per request] and the three index tensors are None.
+    query_index: torch.Tensor | None  # [requests, longest query]: row of `query` for each padded place
     context_blocks: torch.Tensor  # [requests, longest context]: cache block of each position
-    context_offsets: torch.Tensor  # [requests, longest context]: offset in that block
+    context_offsets: torch.Tensor | None  # [requests, longest context]: offset in that block
     mask: torch.Tensor  # [requests, 1, longest query, longest context], True where attention goes
-    output_index: torch.Tensor  # [num_actual_tokens]: padded place of each real token
+    output_index: torch.Tensor | None  # [num_actual_tokens]: padded place of each real token
 
 
 # Note [One attention call per step]
@@ -87,10 +91,40 @@ class OpenRegAttentionMetadata(AttentionMetadata):
 # bottom right; padded query rows see the same as the last real row (never an empty row, which
 # would give NaN) and are dropped by `output_index`. Each layer is then one gather from the cache,
 # one scaled_dot_product_attention and one gather back.
+#
+# Note [Decode metadata in fixed buffers]
+# A replayed graph reads the addresses it was captured with, and its shapes are those of the
+# capture, so the metadata of a step it replays cannot be tensors made per step with per-step
+# shapes. vLLM replays FULL graphs for uniform decode batches only (every request one new token,
+# the batch padded with empty requests to a capture size; `_cudagraph_support` below), and for
+# those the builder writes into buffers it allocated once, of fixed width: every request reads
+# every block its block-table row can hold (max_model_len positions, rounded up to blocks), whole
+# blocks at a time (one gather of contiguous rows per layer instead of one per position). Block j
+# of request i is min(j, (S_i - 1) // block_size) of its row, so only the request's own blocks are
+# read (vLLM zeroes a block before its first write: never uninitialized memory, which could hold a
+# NaN that a masked position would still multiply into the result); position p is masked unless
+# p <= S_i - 1. These are computed on the device from vLLM's own persistent tensors (seq_lens, the
+# block table) and copied into the buffers by a few operators, with no copy to the host. A padded
+# request (S = 0, its row filled with vLLM's null block 0) sees position 0 of the null block, so
+# its row is finite, and its output is never read. The same path serves decode batches run without
+# a graph while graphs are on, so a replayed step and an eager one compute the same. Its price is
+# attention over max_model_len positions at every decode step.
 class OpenRegAttentionMetadataBuilder(AttentionMetadataBuilder[OpenRegAttentionMetadata]):
+    # FULL graphs for batches of one-token decodes (vLLM pads them to its capture sizes).
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device: torch.device) -> None:
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
+        compilation = vllm_config.compilation_config
+        self.fixed_decode = compilation.cudagraph_mode.has_full_cudagraphs()
+        if self.fixed_decode:
+            requests = max(vllm_config.scheduler_config.max_num_seqs, compilation.max_cudagraph_capture_size or 0)
+            blocks = -(-vllm_config.model_config.max_model_len // self.block_size)
+            self.block_numbers = torch.arange(blocks, dtype=torch.int64, device=device)
+            self.positions = torch.arange(blocks * self.block_size, dtype=torch.int64, device=device)
+            self.decode_blocks = torch.zeros(requests, blocks, dtype=torch.int64, device=device)
+            self.decode_mask = torch.zeros(requests, 1, 1, blocks * self.block_size, dtype=torch.bool, device=device)
 
     def build(
         self,
@@ -100,6 +134,13 @@ class OpenRegAttentionMetadataBuilder(AttentionMetadataBuilder[OpenRegAttentionM
     ) -> OpenRegAttentionMetadata:
         common = common_attn_metadata
         num_requests = common.num_reqs
+        if (
+            self.fixed_decode
+            and common.max_query_len == 1
+            and num_requests == common.num_actual_tokens
+            and num_requests <= self.decode_blocks.shape[0]
+        ):
+            return self._build_decode(common)
         starts = common.query_start_loc_cpu[: num_requests + 1].numpy().astype(np.int64)
         # The context lengths on the host: one copy per step, shared by every layer.
         context = common.seq_lens[:num_requests].cpu().numpy().astype(np.int64)
@@ -121,12 +162,34 @@ class OpenRegAttentionMetadataBuilder(AttentionMetadataBuilder[OpenRegAttentionM
         position_on_device = to_device(position)
         block_table = common.block_table_tensor[:num_requests].to(torch.int64)
         return OpenRegAttentionMetadata(
-            num_actual_tokens=common.num_actual_tokens,
+            # The real tokens: vLLM pads a step's tokens (not its requests) to a graph size for
+            # PIECEWISE graphs, and the padding's output rows are never read.
+            num_actual_tokens=int(starts[-1]),
             query_index=to_device(query_index),
             context_blocks=torch.gather(block_table, 1, position_on_device // self.block_size),
             context_offsets=position_on_device % self.block_size,
             mask=to_device(mask[:, None]),
             output_index=to_device(output_index),
+        )
+
+    # [marker: vllm-decode-metadata]
+    def _build_decode(self, common: CommonAttentionMetadata) -> OpenRegAttentionMetadata:
+        """Note [Decode metadata in fixed buffers]: a batch of one-token decodes, each request
+        reading the whole width of its block-table row, in the builder's persistent buffers."""
+        n = common.num_reqs
+        last = (common.seq_lens[:n].to(torch.int64) - 1).clamp_(min=0)  # the new token's position
+        block = torch.minimum(self.block_numbers[None, :], (last // self.block_size)[:, None])
+        width = self.block_numbers.shape[0]
+        block_table = common.block_table_tensor[:n, :width].to(torch.int64)
+        self.decode_blocks[:n].copy_(torch.gather(block_table, 1, block))
+        self.decode_mask[:n, 0, 0].copy_(self.positions[None, :] <= last[:, None])
+        return OpenRegAttentionMetadata(
+            num_actual_tokens=n,
+            query_index=None,
+            context_blocks=self.decode_blocks[:n],
+            context_offsets=None,
+            mask=self.decode_mask[:n],
+            output_index=None,
         )
 
 
@@ -177,15 +240,17 @@ class OpenRegAttentionImpl(AttentionImpl[OpenRegAttentionMetadata]):
         slot_mapping: torch.Tensor,
     ) -> None:
         block_size = kv_cache.shape[2]
-        # Padding tokens carry slot -1 at the end of the mapping (gpu_model_runner.py fills them);
-        # only the real ones are written.
-        real = slot_mapping >= 0
-        slots = slot_mapping[real]
+        # Padding tokens carry slot -1 at the end of the mapping (gpu_model_runner.py fills them).
+        # They are written to slot 0, in vLLM's null block (block 0, which the block pool never
+        # gives a request and which only padding reads): selecting the real tokens with a mask
+        # would make the output's shape depend on the data, a synchronization that a graph cannot
+        # capture and that eager steps would pay per layer.
+        slots = slot_mapping.clamp(min=0)
         blocks, offsets = slots // block_size, slots % block_size
         key_cache, value_cache = self._split(kv_cache)
         # Advanced indices on dims 0 and 2 around a slice: the indexed place is [tokens, heads, D].
-        key_cache[blocks, :, offsets] = key[: slot_mapping.shape[0]][real]
-        value_cache[blocks, :, offsets] = value[: slot_mapping.shape[0]][real]
+        key_cache[blocks, :, offsets] = key[: slot_mapping.shape[0]]
+        value_cache[blocks, :, offsets] = value[: slot_mapping.shape[0]]
 
     # [marker: vllm-attention-forward]
     def forward(
@@ -205,6 +270,8 @@ class OpenRegAttentionImpl(AttentionImpl[OpenRegAttentionMetadata]):
         if attn_metadata is None:  # vLLM's profiling and warm-up runs, before the cache exists
             return output
         meta = attn_metadata
+        if meta.context_offsets is None:
+            return self._forward_decode(query, kv_cache, meta, output)
         key_cache, value_cache = self._split(kv_cache)
         # [requests, longest context, kv heads, D] -> [requests, kv heads, longest context, D]
         keys = key_cache[meta.context_blocks, :, meta.context_offsets].transpose(1, 2)
@@ -220,4 +287,23 @@ class OpenRegAttentionImpl(AttentionImpl[OpenRegAttentionMetadata]):
         )
         flat = attended.transpose(1, 2).reshape(-1, self.num_heads, self.head_size)
         output[: meta.num_actual_tokens] = flat[meta.output_index]
+        return output
+
+    def _forward_decode(
+        self, query: torch.Tensor, kv_cache: torch.Tensor, meta: OpenRegAttentionMetadata, output: torch.Tensor
+    ) -> torch.Tensor:
+        """One-token decodes in fixed buffers (Note [Decode metadata in fixed buffers]): request i's
+        query is row i, its context whole blocks of the cache."""
+        n = meta.context_blocks.shape[0]
+        # [n, blocks, kv heads, block size, 2D] -> [n, kv heads, blocks * block size, 2D]
+        context = kv_cache[meta.context_blocks].transpose(1, 2).reshape(n, self.num_kv_heads, -1, 2 * self.head_size)
+        attended = F.scaled_dot_product_attention(
+            query[:n].unsqueeze(2),  # [n, heads, 1, D]
+            context[..., : self.head_size],
+            context[..., self.head_size :],
+            attn_mask=meta.mask,
+            scale=self.scale,
+            enable_gqa=self.num_kv_heads != self.num_heads,
+        )
+        output[:n] = attended.reshape(n, self.num_heads, self.head_size)
         return output

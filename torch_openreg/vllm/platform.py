@@ -170,9 +170,14 @@ class OpenRegPlatform(Platform):
 
     @classmethod
     def support_static_graph_mode(cls) -> bool:
-        # No graph wrapper on torch.openreg.Graph yet (docs/vllm.md, "Features"); with False, vLLM
-        # sets cudagraph_mode to NONE itself, and check_and_update_config logs why.
-        return False
+        # Graphs on torch.accelerator.Graph (graphs.py); vLLM then keeps its cudagraph_mode.
+        return True
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        # Asked by vLLM's compile backend for the PIECEWISE pieces; the runner's FULL wrapper is
+        # rewrapped with the same class (Note [vLLM's graph capture on openreg], worker.py).
+        return "torch_openreg.vllm.graphs.OpenRegGraphWrapper"
 
     @classmethod
     def opaque_attention_op(cls) -> bool:
@@ -194,8 +199,8 @@ class OpenRegPlatform(Platform):
     # [marker: vllm-config]
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Worker class, model runner, scheduling and compilation choices for openreg; each feature
-        turned off is logged with its reason."""
+        """Worker class, model runner, scheduling, compilation and graph choices for openreg; each
+        feature turned off is logged with its reason."""
         from vllm.config import CompilationMode, CUDAGraphMode
 
         _spawn_if_initialized()
@@ -225,16 +230,15 @@ class OpenRegPlatform(Platform):
             scheduler.async_scheduling = False
 
         compilation = vllm_config.compilation_config
-        model = vllm_config.model_config
-        if model is not None and not model.enforce_eager:
+        if parallel.world_size > 1 and compilation.cudagraph_mode != CUDAGraphMode.NONE:
             _disable(
-                "graphs disabled: openreg has no static graph wrapper for vLLM yet "
-                "(support_static_graph_mode is False), and its attention backend builds per-step "
-                "metadata whose shapes a replayed graph could not take; see docs/vllm.md"
+                "graphs disabled with more than one rank: capturing occl's collectives in a graph "
+                "is not tried, and vLLM's graph_capture contexts assert a CUDA or XPU communicator "
+                "(distributed/parallel_state.py, GroupCoordinator.graph_capture)"
             )
-        compilation.cudagraph_mode = CUDAGraphMode.NONE
-        compilation.cudagraph_capture_sizes = []
-        compilation.max_cudagraph_capture_size = 0
+            compilation.cudagraph_mode = CUDAGraphMode.NONE
+            compilation.cudagraph_capture_sizes = []
+            compilation.max_cudagraph_capture_size = 0
         if compilation.compile_sizes is None:
             compilation.compile_sizes = []
         if compilation.mode not in (CompilationMode.NONE, CompilationMode.VLLM_COMPILE):

@@ -11,6 +11,10 @@ path a single openreg device takes, and both are overridden here rather than pat
   vLLM's cumem allocator (sleep mode), which is CUDA's; openreg has no sleep mode, so no pool;
 - `Worker.compile_or_warm_up_model` runs vLLM's kernel warm-ups, which import CUDA-only modules
   whatever the platform (Note [vLLM's warm-up on openreg]).
+
+Graphs (Note [vLLM's graph capture on openreg]) need two more: the runner wraps the model for FULL
+graphs with vLLM's CUDA wrapper by name, and captures inside `graph_capture`, which makes a
+`torch.cuda.Stream`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import gc
 import logging
 
 import torch
+from vllm.compilation.cuda_graph import CUDAGraphWrapper
+from vllm.compilation.monitor import set_cudagraph_capturing_enabled
 from vllm.config import CUDAGraphMode
 from vllm.distributed.parallel_state import get_pp_group
 from vllm.platforms import current_platform
@@ -29,6 +35,9 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.utils import request_memory
 from vllm.v1.worker.worker_base import CompilationTimes
+from vllm.v1.worker.workspace import lock_workspace
+
+from .graphs import OpenRegGraphWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +67,46 @@ class OpenRegModelRunner(GPUModelRunner):
                 continue
             zeroed.add(cache.data_ptr())  # layers that share a cache share its zeroing
             cache.index_fill_(0, index, 0)
+
+    # Note [vLLM's graph capture on openreg]
+    # Two places of vLLM's v1 runner name CUDA on the way to graphs, and both are methods of the
+    # runner, so this subclass replaces them rather than anything of vLLM's:
+    # - load_model wraps the model for FULL graphs in compilation/cuda_graph.py's CUDAGraphWrapper
+    #   by name (the platform's get_static_graph_wrapper_cls is asked only for PIECEWISE pieces);
+    #   the model is rewrapped in OpenRegGraphWrapper (graphs.py) around the same runnable;
+    # - capture_model enters distributed/parallel_state.py's graph_capture, whose first line makes
+    #   a torch.cuda.Stream for the capture (and whose group contexts assert a CUDA or XPU
+    #   communicator). Ours captures the same batch descriptors, through the runner's own
+    #   _capture_cudagraphs (a warm-up run, then the run the wrapper captures), on an openreg side
+    #   stream that waits for the current one, with the garbage collector frozen as vLLM does.
+    # vLLM's memory profile of the graphs (profile_cudagraph_memory) runs for CUDA, ROCm and XPU
+    # only, so the KV cache is sized without it (docs/vllm.md, "Graphs", gives what capture took).
+    def load_model(self, *args, **kwargs) -> None:
+        super().load_model(*args, **kwargs)
+        if type(self.model) is CUDAGraphWrapper:
+            self.model = OpenRegGraphWrapper(self.model.runnable, self.vllm_config, runtime_mode=CUDAGraphMode.FULL)
+
+    # [marker: vllm-capture-model]
+    def capture_model(self) -> int:
+        if self.compilation_config.cudagraph_mode == CUDAGraphMode.NONE:
+            return 0
+        torch.accelerator.synchronize()
+        free_before = torch.accelerator.get_memory_info()[0]
+        side = torch.Stream(self.device)
+        side.wait_stream(torch.accelerator.current_stream(self.device))
+        set_cudagraph_capturing_enabled(True)
+        try:
+            with self._freeze_gc(), side:
+                for mode, descriptors in self.cudagraph_dispatcher.get_capture_descs():
+                    self._capture_cudagraphs(batch_descriptors=descriptors, cudagraph_runtime_mode=mode)
+                torch.accelerator.synchronize()
+        finally:
+            set_cudagraph_capturing_enabled(False)
+        lock_workspace()
+        captured = free_before - torch.accelerator.get_memory_info()[0]
+        OpenRegGraphWrapper.stats.capture_bytes = captured
+        logger.info("openreg: captured %d graphs, %d bytes", OpenRegGraphWrapper.stats.captures, captured)
+        return captured
 
 
 # [marker: vllm-worker]
@@ -99,8 +148,8 @@ class OpenRegWorker(Worker):
     # so vLLM's own warm-up cannot run on openreg. The CPU platform's worker replaces the method
     # for the same reason. Ours keeps what applies to an eager openreg model: a dummy forward and
     # sampling step at the largest batch of sequences, then the seed reset (the profiling run must
-    # not change which random numbers requests get). Graph capture does not apply (graphs are off,
-    # platform.py).
+    # not change which random numbers requests get). Then, unless the model is eager, the runner
+    # captures its graphs (Note [vLLM's graph capture on openreg]).
     def compile_or_warm_up_model(self) -> CompilationTimes:
         # Only the last pipeline stage samples (an earlier one's forward gives no hidden states to
         # sample from), as in vLLM's own warm-up.
@@ -111,6 +160,8 @@ class OpenRegWorker(Worker):
                 num_tokens=requests, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
             )
             runner._dummy_sampler_run(hidden_states=last_hidden_states)
+        if not self.model_config.enforce_eager:
+            self.model_runner.capture_model()
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
