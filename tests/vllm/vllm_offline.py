@@ -139,10 +139,10 @@ def test_torch_compile_equals_hf(model, tmp_path):
     _assert_equal_up_to_near_ties(folder, result["tokens"], expected)
 
 
-# Graphs (torch_openreg/vllm/graphs.py, docs/vllm.md "Graphs"): the ten prompts' first step
-# prefills them all (no graph: 1 to 85 tokens each, more than the largest capture size); each of the
-# 31 next steps is a decode batch of 10 requests, which vLLM pads to its capture size 16 and replays.
-DECODE_REPLAYS = {"FULL 16": MAX_TOKENS - 1}
+# Graphs (torch_openreg/vllm/graphs.py, docs/vllm.md "Graphs"): the prompts' prefill runs without a
+# whole-model graph (more tokens than the largest capture size), then each of the 31 decode steps
+# replays the graph of its batch, padded to a capture size (16 for a batch of 10).
+DECODE_REPLAYS = MAX_TOKENS - 1
 # New tokens per prompt in the continuous-batching runs.
 MIXED_LENGTHS = [8, 32, 12, 20, 5, 32, 16, 9, 24, 13]
 
@@ -165,7 +165,7 @@ def test_graphs_replay_every_decode_step_and_equal_hf(model, options, cudagraph_
     result = run_offline(folder, tmp_path / "out.json", *options, env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
     assert result["cudagraph_mode"] == cudagraph_mode
     full = {batch: n for batch, n in result["graphs"]["replays_by_batch"].items() if batch.startswith("FULL")}
-    assert full == DECODE_REPLAYS, result["graphs"]
+    assert sum(full.values()) == DECODE_REPLAYS and full.get("FULL 16", 0) > 0, result["graphs"]
     assert result["graphs"]["captures"] > 0
     if "--compile" in options:
         _assert_equal_up_to_near_ties(folder, result["tokens"], expected)
