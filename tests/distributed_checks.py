@@ -338,6 +338,34 @@ def check_ddp_bitwise_equal_to_cpu(rank, ws):
         same(o, c, rank, f"DDP parameter {i} after 3 steps")
 
 
+def check_dtensor_random_operators_draw_the_cpus_numbers(rank, ws):
+    # Note [DTensor's random numbers on openreg]: FSDP2's initialization after sharding
+    # (meta-device module, to_empty, reset_parameters) draws on each rank what the CPU mesh's rank
+    # draws from the same seed, bitwise; it raised AssertionError in DTensor's Philox tracker.
+    import warnings
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    def initialize(device):
+        mesh = init_device_mesh(torch.device(device).type, (ws,))
+        with torch.device("meta"):
+            model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.Linear(24, 8))
+        fully_shard(model, mesh=mesh)
+        model.to_empty(device=device)
+        torch.manual_seed(100 + rank)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # DTensor's, and ours: each rank draws on its own
+            for layer in model:
+                layer.reset_parameters()
+        assert all(isinstance(p, DTensor) for p in model.parameters())
+        return [p.to_local().detach() for p in model.parameters()]
+
+    for i, (o, c) in enumerate(zip(initialize(dev(rank)), initialize("cpu"), strict=True)):
+        same(o, c, rank, f"shard {i} after initialization")
+
+
 def check_mixed_devices_raise(rank, ws):
     backend = dist.group.WORLD._get_backend(dev(rank))
     assert backend.name() == "occl", backend.name()

@@ -87,6 +87,36 @@ def test_default_backend_type_is_custom_with_the_patch_before_2_14_and_without_i
         assert outcomes == ["custom", "ddp-ok"], outcomes
 
 
+def test_dtensors_offset_tracker_still_refuses_openregs_generator():
+    """Note [DTensor's random numbers on openreg]: with DTensor's own is_rng_supported_mesh, a random
+    operator on a sharded openreg DTensor fails in its Philox offset tracker. When this test fails,
+    the tracker takes openreg's generator and torch_openreg/_dtensor_random.py should go."""
+    from conftest import run_python
+
+    result = run_python(
+        """
+        import torch, torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import distribute_tensor, Shard, _random, _dispatch
+        from torch_openreg import _dtensor_random as ours
+        assert _dispatch.is_rng_supported_mesh is _random.is_rng_supported_mesh is ours._is_rng_supported_mesh
+        _random.is_rng_supported_mesh = _dispatch.is_rng_supported_mesh = ours.original_is_rng_supported_mesh()
+        torch.openreg.set_device(0)
+        dist.init_process_group("occl", store=dist.HashStore(), rank=0, world_size=1)
+        sharded = distribute_tensor(torch.zeros(8, device="openreg"), init_device_mesh("openreg", (1,)), [Shard(0)])
+        try:
+            sharded.normal_()
+            print("works")
+        except AssertionError:
+            print("AssertionError")
+        dist.destroy_process_group()
+        """,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["AssertionError"]
+
+
 def test_a_group_destroyed_right_after_a_collective_ends_every_time(tmp_path):
     """Note [Destroyed without the GIL]: a rank destroying its group right after an all-reduce hung
     in 2 of 3 runs on 2.14.1 (joining Gloo's thread with the GIL held while that thread waited for

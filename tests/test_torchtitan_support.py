@@ -31,25 +31,16 @@ def test_flex_attention_still_trains_on_neither_device():
             flex_attention(q, q, q)
 
 
-def test_dtensor_random_numbers_and_premul_sum_still_refused_on_openreg():
-    # Note [DTensor's random numbers on openreg] in tests/libraries/torchtitan_launch.py and Note
-    # [FSDP2's reduce-scatter without PREMUL_SUM] in tests/libraries/torchtitan_configs.py: a random
-    # operator on a sharded openreg DTensor fails in DTensor's Philox offset tracker, and occl
-    # refuses PREMUL_SUM as Gloo does. When either works, its workaround can go.
+def test_premul_sum_still_refused_on_openreg():
+    # Note [FSDP2's reduce-scatter without PREMUL_SUM] in tests/libraries/torchtitan_configs.py: occl
+    # refuses PREMUL_SUM as Gloo does. When it works, the workaround can go. (DTensor's random
+    # operators on openreg, the other refusal this suite met, are torch_openreg/_dtensor_random.py's
+    # and tests/test_distributed.py's.)
     result = run_python(
         """
         import torch, torch.distributed as dist
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import distribute_tensor, Shard
         torch.openreg.set_device(0)
         dist.init_process_group("occl", store=dist.HashStore(), rank=0, world_size=1)
-        mesh = init_device_mesh("openreg", (1,))
-        sharded = distribute_tensor(torch.zeros(8, device="openreg"), mesh, [Shard(0)])
-        try:
-            sharded.normal_()
-            print("random: works")
-        except AssertionError:
-            print("random: AssertionError")
         out = torch.zeros(4, device="openreg")
         try:
             dist.reduce_scatter_tensor(out, torch.ones(4, device="openreg"), op=dist._make_nccl_premul_sum(1.0))
@@ -60,4 +51,4 @@ def test_dtensor_random_numbers_and_premul_sum_still_refused_on_openreg():
         """
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split("\n")[:2] == ["random: AssertionError", "premul_sum: refused"], result.stdout
+    assert result.stdout.split("\n")[:1] == ["premul_sum: refused"], result.stdout

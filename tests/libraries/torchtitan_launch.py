@@ -4,8 +4,7 @@
 
 is `torchrun ... -m torchtitan.train --module ... [flags]` on openreg, which torchtitan finds
 itself, or on the CPU, the oracle (Note [torchtitan on the CPU]); with torch.distributed.set_timeout
-added on torch releases before 2.15 (Note [set_timeout before torch 2.15]) and, on openreg, DTensor's
-random numbers drawn per rank (Note [DTensor's random numbers on openreg]). Each rank also logs one
+added on torch releases before 2.15 (Note [set_timeout before torch 2.15]). Each rank also logs one
 line once torchtitan has made its process group: the backends, the device index, where Gloo connects.
 """
 
@@ -35,29 +34,6 @@ def _add_set_timeout() -> None:
         (group if group is not None else dist.distributed_c10d._get_default_group()).set_timeout(timeout)
 
     dist.set_timeout = set_timeout
-
-
-# Note [DTensor's random numbers on openreg]
-# DTensor runs a random operator on a sharded tensor (the weights' initialization, once FSDP2 has
-# sharded them) inside `OffsetBasedRNGTracker._distribute_region`, which reads the device
-# generator's state as Philox's (an 8-byte seed and an 8-byte offset, `_PhiloxState` in
-# torch/distributed/tensor/_random.py) and moves the offset per shard. It takes any device module
-# with `set_rng_state` for one (`is_rng_supported_mesh`). openreg's generator is the CPU's Mersenne
-# Twister, so that the same seed draws the CPU's numbers (docs/generator.md): its state is 5056
-# bytes, and the tracker's offset setter raises AssertionError. The CPU mesh gets no tracker
-# (torch.cpu has no `set_rng_state`): each rank draws from its own generator. On openreg the
-# launcher installs a tracker whose region is off before torchtitan seeds, so DTensor does the
-# same there. The initial weights come from the seed checkpoint on both devices, so what the
-# initialization draws is overwritten. `tests/test_torchtitan_support.py` fails once DTensor's
-# tracker runs on openreg, when this can go.
-
-
-def _draw_dtensor_random_numbers_per_rank() -> None:
-    from torch.distributed.tensor import _random
-
-    tracker = _random._RNGStateTracker(torch.device("openreg"))
-    tracker.distribute_region_enabled = False
-    _random._rng_tracker = tracker
 
 
 # Note [torchtitan on the CPU]
@@ -111,9 +87,7 @@ def main() -> None:
     device = sys.argv.pop(1)
     if device == "cpu":
         _use_the_cpu()
-    elif device == "openreg" and "torch_openreg" in sys.modules:
-        _draw_dtensor_random_numbers_per_rank()
-    else:
+    elif device != "openreg" or "torch_openreg" not in sys.modules:
         raise SystemExit(f"{sys.argv[0]}: the first argument is openreg (autoloaded) or cpu, not {device!r}")
     _add_set_timeout()
     _log_the_group()

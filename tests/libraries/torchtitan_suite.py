@@ -186,7 +186,8 @@ def earlier_run(work: Path, name: str) -> dict | None:
 def seed_checkpoint(work: Path, assets: Path) -> Path:
     """The initial weights of every run: torchtitan's seed checkpoint (one process, on the CPU), so
     that both devices start from the same weights (Note [DTensor's random numbers on openreg] in
-    torchtitan_launch.py: each device's initialization draws differently under sharding)."""
+    torch_openreg/_dtensor_random.py: a sharded initialization draws per rank on either device, and
+    the 2-rank and 4-rank layouts shard differently)."""
     folder = work / "seed" / "checkpoint"
     if not (folder / "step-0").is_dir():
         torchrun("seed", "cpu", work, 1, [*model_flags(assets, 1), "--checkpoint.enable",

@@ -10,6 +10,9 @@ part the moment the module holding its registry finishes loading:
   torch._dynamo                       the device interface and the "openreg" backend
   torch._subclasses.fake_impls        the patch of Note [Fake convolutions answer in the CPU's
                                       layout] (`import torch` loads it: applied at once)
+  torch.distributed.tensor._random    the patch of Note [DTensor's random numbers on openreg]
+                                      (torch_openreg/_dtensor_random.py; not a compile part, but
+                                      the same hook: DTensor loads as late as Dynamo)
   torch._inductor.codegen.common      the device op overrides (read before any wrapper is made)
   torch._inductor.codegen.cpp         the scheduling and the wrapper (Inductor's
                                       init_backend_registration imports it before lowering)
@@ -79,6 +82,12 @@ def _wrap_fake_convolution() -> None:
     fake_convolution.apply()
 
 
+def _dtensor_random_numbers() -> None:
+    from .. import _dtensor_random
+
+    _dtensor_random.apply()
+
+
 def register_inductor() -> None:
     """Inductor's parts at once: `torch.openreg._inductor_backend_init`, which torch >= 2.15's
     Inductor calls before lowering a graph for openreg."""
@@ -90,6 +99,7 @@ def register_inductor() -> None:
 _HOOKS: dict[str, Callable[[], None]] = {
     "torch._dynamo": _register_dynamo,
     "torch._subclasses.fake_impls": _wrap_fake_convolution,  # Note [Fake convolutions answer in the CPU's layout]
+    "torch.distributed.tensor._random": _dtensor_random_numbers,  # Note [DTensor's random numbers on openreg]
 }
 if torch_before(2, 15):  # needed while torch < 2.15: Inductor does not call _inductor_backend_init
     _HOOKS |= {
