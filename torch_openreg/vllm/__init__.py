@@ -11,6 +11,7 @@ entry point (`torch_openreg_autoload.vllm_platform`) and runs models on openreg 
 | `platform` | `OpenRegPlatform`: device, dispatch key, worker class, attention backend, memory, features |
 | `worker` | `OpenRegWorker`, `OpenRegModelRunner`: vLLM's GPU worker and v1 runner on `openreg:<rank>` |
 | `attention` | `OpenRegAttentionBackend`: paged attention with PyTorch operators |
+| `graphs` | `OpenRegGraphWrapper`: vLLM's graphs captured and replayed with `torch.accelerator.Graph` |
 | `kernels` | PyTorch forms of the Triton kernels on the runner's path |
 
 Importing this package needs vLLM (it raises ModuleNotFoundError naming it otherwise).
