@@ -233,8 +233,7 @@ class OpenRegPlatform(Platform):
         if parallel.world_size > 1 and compilation.cudagraph_mode != CUDAGraphMode.NONE:
             _disable(
                 "graphs disabled with more than one rank: capturing occl's collectives in a graph "
-                "is not tried, and vLLM's graph_capture contexts assert a CUDA or XPU communicator "
-                "(distributed/parallel_state.py, GroupCoordinator.graph_capture)"
+                "is not tried yet (see docs/vllm.md, Features)"
             )
             compilation.cudagraph_mode = CUDAGraphMode.NONE
             compilation.cudagraph_capture_sizes = []
