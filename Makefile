@@ -300,16 +300,21 @@ LIB_WORK := $(CURDIR)/build/libraries
 TRANSFORMERS_RELEASE := 5.23.0
 TRANSFORMERS_SDIST := $(LIB_WORK)/transformers-$(TRANSFORMERS_RELEASE).tar.gz
 LIBRARY_MODELS ?= gpt2,bert,llama,t5,vit,whisper,mixtral
-$(LIB_VENV)/.requirements-installed: requirements-libraries.txt constraints.txt
-	[ -x $(LIB_VENV)/bin/python ] || python3.11 -m venv $(LIB_VENV)
-	echo '*' > $(LIB_VENV)/.gitignore
-	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(LIB_VENV)/bin/python -m pip install -q \
-	  --disable-pip-version-check torch==2.13.0 -r requirements-libraries.txt
-	touch $@
-$(LIB_VENV)/.openreg-installed: $(LIB_VENV)/.requirements-installed pyproject.toml setup.py
+# A library's venv: $(1) its folder, $(2) its requirements file; torch 2.13.0 held by constraints.txt,
+# then the package installed in editable mode from build/release.
+define library_venv
+$(1)/.requirements-installed: $(2) constraints.txt
+	[ -x $(1)/bin/python ] || python3.11 -m venv $(1)
+	echo '*' > $(1)/.gitignore
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(1)/bin/python -m pip install -q \
+	  --disable-pip-version-check torch==2.13.0 -r $(2)
+	touch $$@
+$(1)/.openreg-installed: $(1)/.requirements-installed pyproject.toml setup.py
 	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
-	  $(LIB_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
-	touch $@
+	  $(1)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	touch $$@
+endef
+$(eval $(call library_venv,$(LIB_VENV),requirements-libraries.txt))
 $(TRANSFORMERS_SDIST): $(LIB_VENV)/.requirements-installed
 	@mkdir -p $(LIB_WORK)
 	$(LIB_VENV)/bin/python -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
@@ -343,16 +348,7 @@ test-libraries-diffusers: build
 # the package installed in editable mode from build/release, as for .venv-libraries/). The report
 # goes to build/torchtitan/report.md. TORCHTITAN_ARGS goes to the driver, e.g. "--only fsdp".
 TITAN_VENV := $(CURDIR)/.venv-torchtitan
-$(TITAN_VENV)/.requirements-installed: requirements-torchtitan.txt constraints.txt
-	[ -x $(TITAN_VENV)/bin/python ] || python3.11 -m venv $(TITAN_VENV)
-	echo '*' > $(TITAN_VENV)/.gitignore
-	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(TITAN_VENV)/bin/python -m pip install -q \
-	  --disable-pip-version-check torch==2.13.0 -r requirements-torchtitan.txt
-	touch $@
-$(TITAN_VENV)/.openreg-installed: $(TITAN_VENV)/.requirements-installed pyproject.toml setup.py
-	OPENREG_CMAKE_BUILD_DIR=$(CURDIR)/build/release PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
-	  $(TITAN_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
-	touch $@
+$(eval $(call library_venv,$(TITAN_VENV),requirements-torchtitan.txt))
 
 .PHONY: test-torchtitan
 test-torchtitan: build
