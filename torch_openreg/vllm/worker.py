@@ -37,6 +37,7 @@ from vllm.v1.worker.utils import request_memory
 from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.workspace import lock_workspace
 
+from .._C import DEVICE_NAME
 from .graphs import OpenRegGraphWrapper
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class OpenRegModelRunner(GPUModelRunner):
         lock_workspace()
         captured = free_before - torch.accelerator.get_memory_info()[0]
         OpenRegGraphWrapper.stats.capture_bytes = captured
-        logger.info("openreg: captured %d graphs, %d bytes", OpenRegGraphWrapper.stats.captures, captured)
+        logger.info("%s: captured %d graphs, %d bytes", DEVICE_NAME, OpenRegGraphWrapper.stats.captures, captured)
         return captured
 
 
