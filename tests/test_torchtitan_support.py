@@ -10,12 +10,11 @@ from conftest import run_python
 from torch_openreg._compat import torch_before
 
 
-@pytest.mark.skipif(not torch_before(2, 15), reason="torch 2.15 has torch.distributed.set_timeout")
-def test_set_timeout_is_still_missing_before_torch_2_15():
-    # Note [set_timeout before torch 2.15] in tests/libraries/torchtitan_launch.py: torchtitan 0.3.0
-    # calls torch.distributed.set_timeout after its first step. When the release in use has it,
-    # _add_set_timeout can go.
-    assert not hasattr(dist, "set_timeout")
+def test_set_timeout_is_still_missing_before_torch_2_14():
+    # Note [set_timeout before torch 2.14] in tests/libraries/torchtitan_launch.py: torchtitan 0.3.0
+    # calls torch.distributed.set_timeout after its first step. 2.13 lacks it and 2.14 has it; when
+    # the oldest supported release has it, _add_set_timeout can go.
+    assert hasattr(dist, "set_timeout") == (not torch_before(2, 14))
     assert hasattr(dist.ProcessGroup, "set_timeout")
 
 

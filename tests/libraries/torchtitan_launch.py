@@ -4,7 +4,7 @@
 
 is `torchrun ... -m torchtitan.train --module ... [flags]` on openreg, which torchtitan finds
 itself, or on the CPU, the oracle (Note [torchtitan on the CPU]); with torch.distributed.set_timeout
-added on torch releases before 2.15 (Note [set_timeout before torch 2.15]). Each rank also logs one
+added on torch releases before 2.14 (Note [set_timeout before torch 2.14]). Each rank also logs one
 line once torchtitan has made its process group: the backends, the device index, where Gloo connects.
 """
 
@@ -15,15 +15,16 @@ import torch
 import torch._utils
 import torch.distributed as dist
 
-# Note [set_timeout before torch 2.15]
+# Note [set_timeout before torch 2.14]
 # torchtitan 0.3.0 shortens every group's timeout after the first step with
 # `torch.distributed.set_timeout(timeout, group)` (`set_pg_timeouts`, torchtitan/distributed/utils.py),
-# a function torch 2.15 added; torch 2.13.0 has the method it calls, `ProcessGroup.set_timeout`,
-# but not the function, and the trainer stops with AttributeError after step 1. Before 2.15 this
-# adds the function with 2.15's body (torch/distributed/distributed_c10d.py, `set_timeout`: the
-# default group when none is given, then `group.set_timeout(timeout)`), on both devices.
-# `tests/test_torchtitan_support.py` checks that the releases before 2.15 still lack it; from 2.15
-# this adds nothing, and it can go once the project's torch is 2.15 or newer.
+# a function torch 2.14 added (2.14.1 and 2.15.0 have it); torch 2.13.0 has the method it calls,
+# `ProcessGroup.set_timeout`, but not the function, and the trainer stops with AttributeError after
+# step 1. Before 2.14 this adds the function with 2.15's body (torch/distributed/distributed_c10d.py,
+# `set_timeout`: the default group when none is given, then `group.set_timeout(timeout)`), on both
+# devices. `tests/test_torchtitan_support.py` checks that the releases before 2.14 still lack it and
+# the later ones have it; from 2.14 this adds nothing, and it can go once the oldest supported torch
+# is 2.14.
 
 
 def _add_set_timeout() -> None:
