@@ -20,10 +20,6 @@ from .._C import DEVICE_NAME
 from ..openreg import DeviceProperties, _index
 
 
-def _properties(device: Any = None) -> DeviceProperties:
-    return torch.openreg.get_device_properties(device)
-
-
 def _device_index(device: Any) -> int:
     if isinstance(device, str):
         device = torch.device(device)
@@ -59,7 +55,7 @@ class OpenRegInterface(DeviceInterface):
             index = OpenRegInterface.Worker.current_device() if device is None else _device_index(device)
             if DEVICE_NAME not in caching_worker_device_properties:
                 caching_worker_device_properties[DEVICE_NAME] = [
-                    _properties(i) for i in range(torch.openreg.device_count())
+                    torch.openreg.get_device_properties(i) for i in range(torch.openreg.device_count())
                 ]
             return caching_worker_device_properties[DEVICE_NAME][index]
 
@@ -95,7 +91,7 @@ class OpenRegInterface(DeviceInterface):
 
     @staticmethod
     def get_device_properties(device: Any = None) -> DeviceProperties:
-        return _properties(device)
+        return torch.openreg.get_device_properties(device)
 
     @staticmethod
     def get_compute_capability(device: Any = None) -> str:

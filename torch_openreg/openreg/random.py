@@ -92,9 +92,9 @@ def _offset_unsupported(name: str, device: Any) -> None:
     index = _index(device)
     _generator(index)  # a device that does not exist raises its own error first
     raise RuntimeError(
-        f"openreg generator does not support {name}: the generator of openreg:{index} is the CPU "
-        "generator's Mersenne Twister, which has no offset; save and restore its position with "
-        "torch.openreg.get_rng_state and set_rng_state"
+        f"{DEVICE_NAME} generator does not support {name}: the generator of {DEVICE_NAME}:{index} is "
+        "the CPU generator's Mersenne Twister, which has no offset; save and restore its position "
+        f"with torch.{DEVICE_NAME}.get_rng_state and set_rng_state"
     )
 
 
